@@ -1,0 +1,50 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "hipower_md.h"
+
+#include <uct/base/uct_component.h>
+#include <ucs/sys/compiler_def.h>
+#include <ucs/sys/stubs.h>
+#include <ucs/type/status.h>
+
+
+uct_component_t uct_hipower_component = {
+    .query_md_resources = uct_hipower_query_md_resources,
+    .md_open            = uct_hipower_md_open,
+    .cm_open            = (uct_component_cm_open_func_t)
+                          ucs_empty_function_return_unsupported,
+    .rkey_unpack        = (uct_component_rkey_unpack_func_t)
+                          ucs_empty_function_return_unsupported,
+    .rkey_ptr           = (uct_component_rkey_ptr_func_t)
+                          ucs_empty_function_return_unsupported,
+    .rkey_release       = (uct_component_rkey_release_func_t)
+                          ucs_empty_function_return_success,
+    .name               = "hipower",
+    .md_config          = {
+        .name           = "hipower memory domain",
+        .prefix         = "HIPOWER_",
+        .table          = uct_hipower_md_config_table,
+        .size           = sizeof(uct_hipower_md_config_t),
+    },
+    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
+    .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(
+                                  &uct_hipower_component),
+    .flags              = 0,
+    .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function
+};
+
+/* UCX 1.13 only dlopens the module names compiled into it, so hipower is
+ * loaded with LD_PRELOAD (or by UCX_PLUGIN_PATH on UCX >= 1.22) and has to
+ * register itself when the library is loaded. */
+UCS_STATIC_INIT {
+    uct_component_register(&uct_hipower_component);
+}
+
+UCS_STATIC_CLEANUP {
+    uct_component_unregister(&uct_hipower_component);
+}
