@@ -1,0 +1,39 @@
+#!/bin/bash
+# The test command: installs every dependency, builds hipower with -Werror,
+# runs the Check unit tests (make check) and the tests on a real verbs stack
+# (make rig-check: Soft-RoCE in a QEMU guest, or RDMA hardware if present).
+# Exits non-zero if anything fails; ends with "total: N passed, N failed".
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+start=$SECONDS
+stage() { echo; echo "==== $* [$((SECONDS - start))s]"; }
+
+stage "install dependencies"
+contrib/install-deps.sh || exit 1
+stage "build"
+contrib/build.sh || exit 1
+
+stage "unit tests (make check)"
+make -s check 2>&1 | tee unit-tests.log
+unit_rc=${PIPESTATUS[0]}
+
+stage "rig tests (make rig-check)"
+make -s rig-check 2>&1 | tee rig-tests.log
+rig_rc=${PIPESTATUS[0]}
+
+# Check prints "NN%: Checks: T, Failures: F, Errors: E"
+read -r u_total u_bad < <(sed -n 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p' unit-tests.log |
+                          awk '{ t += $1; b += $2 + $3 } END { print t + 0, b + 0 }')
+read -r r_pass r_fail < <(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' rig-tests.log | tail -1)
+r_pass=${r_pass:-0} r_fail=${r_fail:-0}
+# A suite that could not run at all counts as one failure
+[ "$unit_rc" != 0 ] && [ "$u_bad" = 0 ] && u_bad=1
+[ "$rig_rc" != 0 ] && [ "$r_fail" = 0 ] && r_fail=1
+
+stage "summary"
+echo "unit tests: $((u_total - u_bad)) of $u_total passed (make check exit $unit_rc)"
+echo "rig tests:  $r_pass passed, $r_fail failed (make rig-check exit $rig_rc)"
+echo "total: $((u_total - u_bad + r_pass)) passed, $((u_bad + r_fail)) failed"
+[ "$unit_rc" = 0 ] && [ "$rig_rc" = 0 ]
