@@ -26,7 +26,9 @@ rig_rc=${PIPESTATUS[0]}
 # Check prints "NN%: Checks: T, Failures: F, Errors: E"
 read -r u_total u_bad < <(sed -n 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p' unit-tests.log |
                           awk '{ t += $1; b += $2 + $3 } END { print t + 0, b + 0 }')
-read -r r_pass r_fail < <(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' rig-tests.log | tail -1)
+# rig self-test and guest tests each print "N passed, N failed"
+read -r r_pass r_fail < <(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' rig-tests.log |
+                          awk '{ p += $1; f += $2 } END { print p + 0, f + 0 }')
 r_pass=${r_pass:-0} r_fail=${r_fail:-0}
 # A suite that could not run at all counts as one failure
 [ "$unit_rc" != 0 ] && [ "$u_bad" = 0 ] && u_bad=1
