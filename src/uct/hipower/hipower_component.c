@@ -18,8 +18,7 @@ uct_component_t uct_hipower_component = {
     .md_open            = uct_hipower_md_open,
     .cm_open            = (uct_component_cm_open_func_t)
                           ucs_empty_function_return_unsupported,
-    .rkey_unpack        = (uct_component_rkey_unpack_func_t)
-                          ucs_empty_function_return_unsupported,
+    .rkey_unpack        = uct_hipower_rkey_unpack,
     .rkey_ptr           = (uct_component_rkey_ptr_func_t)
                           ucs_empty_function_return_unsupported,
     .rkey_release       = (uct_component_rkey_release_func_t)
@@ -37,14 +36,3 @@ uct_component_t uct_hipower_component = {
     .flags              = 0,
     .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function
 };
-
-/* UCX 1.13 only dlopens the module names compiled into it, so hipower is
- * loaded with LD_PRELOAD (or by UCX_PLUGIN_PATH on UCX >= 1.22) and has to
- * register itself when the library is loaded. */
-UCS_STATIC_INIT {
-    uct_component_register(&uct_hipower_component);
-}
-
-UCS_STATIC_CLEANUP {
-    uct_component_unregister(&uct_hipower_component);
-}

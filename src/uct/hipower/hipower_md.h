@@ -5,7 +5,31 @@
 #define UCT_HIPOWER_MD_H_
 
 #include <uct/base/uct_md.h>
+#include <ucs/memory/rcache.h>
+#include <ucs/type/status.h>
 #include <infiniband/verbs.h>
+
+
+/* Registration for user buffers: zero-copy sends and (later) RMA targets */
+#define UCT_HIPOWER_MD_ACCESS_FLAGS  (IBV_ACCESS_LOCAL_WRITE  | \
+                                      IBV_ACCESS_REMOTE_WRITE | \
+                                      IBV_ACCESS_REMOTE_READ)
+
+
+/**
+ * Memory handle: what a zero-copy operation needs (lkey) and what
+ * mkey_pack exports (rkey). With the registration cache it lives inside the
+ * cache's region; without it, on its own.
+ */
+typedef struct uct_hipower_mem {
+    struct ibv_mr            *mr;
+} uct_hipower_mem_t;
+
+
+typedef struct uct_hipower_rcache_region {
+    ucs_rcache_region_t      super;
+    uct_hipower_mem_t        mem;
+} uct_hipower_rcache_region_t;
 
 
 /**
@@ -16,12 +40,17 @@ typedef struct uct_hipower_md {
     uct_md_t                 super;
     struct ibv_context       *ibv_context; /* Opened verbs device */
     struct ibv_pd            *pd;          /* Protection domain */
+    ucs_rcache_t             *rcache;      /* Registration cache, or NULL */
+    ucs_linear_func_t        reg_cost;     /* Reported registration cost */
     char                     name[UCT_MD_NAME_MAX];
 } uct_hipower_md_t;
 
 
 typedef struct uct_hipower_md_config {
     uct_md_config_t          super;
+    ucs_ternary_auto_value_t rcache_enable;
+    uct_md_rcache_config_t   rcache;
+    ucs_linear_func_t        uncached_reg_cost;
 } uct_hipower_md_config_t;
 
 
@@ -38,5 +67,26 @@ ucs_status_t uct_hipower_md_open(uct_component_t *component,
                                  const char *md_name,
                                  const uct_md_config_t *config,
                                  uct_md_h *md_p);
+
+ucs_status_t uct_hipower_rkey_unpack(uct_component_t *component,
+                                     const void *rkey_buffer,
+                                     uct_rkey_t *rkey_p, void **handle_p);
+
+/**
+ * Registers memory the transport itself exposes (slot arena, bitmaps) with
+ * exactly @a access; logs an error that names the device and @a what.
+ */
+ucs_status_t uct_hipower_md_reg_internal(uct_hipower_md_t *md, void *address,
+                                         size_t length, int access,
+                                         const char *what,
+                                         struct ibv_mr **mr_p);
+
+void uct_hipower_md_dereg_internal(uct_hipower_md_t *md, struct ibv_mr *mr,
+                                   const char *what);
+
+static inline uint32_t uct_hipower_memh_lkey(uct_mem_h memh)
+{
+    return ((uct_hipower_mem_t*)memh)->mr->lkey;
+}
 
 #endif

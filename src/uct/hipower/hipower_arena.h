@@ -1,0 +1,52 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifndef UCT_HIPOWER_ARENA_H_
+#define UCT_HIPOWER_ARENA_H_
+
+#include <ucs/type/status.h>
+#include <stdint.h>
+
+/*
+ * Carves endpoints' receive slots out of one interface-wide arena of
+ * @a total slots (the memory budget divided by the slot size). An endpoint
+ * asks for "want" slots and accepts any contiguous run of at least "min":
+ * when the budget runs short, new endpoints get fewer slots (the paper's
+ * QoS point) and, below the minimum, none. Freed runs coalesce.
+ */
+
+typedef struct hipower_arena_run {
+    uint32_t first;
+    uint32_t count;
+} hipower_arena_run_t;
+
+typedef struct hipower_arena {
+    uint32_t            total;      /* Slots in the arena */
+    uint32_t            num_free;   /* Entries used in free_runs */
+    uint32_t            max_runs;   /* Capacity of free_runs */
+    hipower_arena_run_t *free_runs; /* Sorted by first, non-adjacent */
+} hipower_arena_t;
+
+
+/* Allocates the bookkeeping; the whole arena starts free */
+ucs_status_t hipower_arena_init(hipower_arena_t *arena, uint32_t total);
+
+void hipower_arena_cleanup(hipower_arena_t *arena);
+
+/**
+ * Takes the longest free run, capped at @a want. Fails with
+ * UCS_ERR_NO_MEMORY if it is shorter than @a min (min >= 1, min <= want).
+ * Ties go to the lowest address.
+ */
+ucs_status_t hipower_arena_alloc(hipower_arena_t *arena, uint32_t want,
+                                 uint32_t min, uint32_t *first_p,
+                                 uint32_t *count_p);
+
+/* Returns a run taken by hipower_arena_alloc() */
+void hipower_arena_free(hipower_arena_t *arena, uint32_t first,
+                        uint32_t count);
+
+/* Free slots in total (not necessarily contiguous) */
+uint32_t hipower_arena_free_slots(const hipower_arena_t *arena);
+
+#endif

@@ -1,0 +1,122 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifndef UCT_HIPOWER_EP_H_
+#define UCT_HIPOWER_EP_H_
+
+#include "hipower_iface.h"
+
+
+enum {
+    UCT_HIPOWER_EP_FLAG_CONNECTED      = UCS_BIT(0),
+    UCT_HIPOWER_EP_FLAG_RECYCLE_READ   = UCS_BIT(1), /* Recycle READ posted */
+    UCT_HIPOWER_EP_FLAG_NOTIFY_READ    = UCS_BIT(2), /* Pull READ posted */
+    UCT_HIPOWER_EP_FLAG_FENCE          = UCS_BIT(3), /* Fence the next WR */
+    UCT_HIPOWER_EP_FLAG_PENDING_LISTED = UCS_BIT(4), /* In iface pending_eps */
+    UCT_HIPOWER_EP_FLAG_FAILED         = UCS_BIT(5),
+    UCT_HIPOWER_EP_FLAG_DISPATCHING    = UCS_BIT(6)  /* Pending dispatch runs */
+};
+
+
+/* Largest zero-copy iov and AM header */
+#define UCT_HIPOWER_MAX_IOV          8
+#define UCT_HIPOWER_MAX_ZCOPY_HDR    128
+
+struct uct_hipower_rx_owner;
+
+
+typedef struct uct_hipower_ep {
+    uct_base_ep_t                super;
+    struct ibv_qp                *qp;
+    uct_hipower_ep_ctrl_t        *ctrl;
+    struct ibv_mr                *ctrl_read_mr;
+    struct ibv_mr                *ctrl_write_mr;
+    struct ibv_mr                *ctrl_local_mr;
+    uint32_t                     flags;
+    ucs_list_link_t              list;         /* In iface->ep_list */
+    ucs_list_link_t              pending_list; /* In iface->pending_eps */
+    ucs_queue_head_t             pending_q;
+
+    struct {
+        hipower_rx_ring_t        ring;
+        uint32_t                 first_slot;   /* In the iface arena */
+        void                     *slots;
+        struct ibv_mr            *mr;          /* REMOTE_WRITE, our slots */
+        struct uct_hipower_rx_owner *owner;    /* For release_desc */
+    } rx;
+
+    struct {
+        hipower_tx_ring_t        ring;
+        uint32_t                 threshold;    /* Recycle below this many */
+        uint32_t                 published;    /* Pull: messages published */
+        uint16_t                 sq_available; /* Free send queue entries */
+        uint16_t                 unsignaled;   /* WRs since last signaled */
+        uint16_t                 signaled;     /* Signaled WRs in flight */
+        uint64_t                 sn;           /* Of the next work request */
+        uint64_t                 acked_sn;     /* All WRs before it are done */
+        ucs_queue_head_t         outstanding;  /* uct_hipower_tx_op_t */
+    } tx;
+
+    struct {
+        uint64_t                 slots_addr;
+        uint32_t                 slots_rkey;
+        uint32_t                 slot_size;
+        uint64_t                 consumed_addr;
+        uint64_t                 published_addr;
+        uint32_t                 ctrl_read_rkey;
+        uint64_t                 written_view_addr;
+        uint32_t                 ctrl_write_rkey;
+        uint32_t                 qp_num;
+    } peer;
+} uct_hipower_ep_t;
+
+
+UCS_CLASS_DECLARE_NEW_FUNC(uct_hipower_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(uct_hipower_ep_t, uct_ep_t);
+
+ucs_status_t uct_hipower_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
+
+ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
+                                          const uct_device_addr_t *dev_addr,
+                                          const uct_ep_addr_t *ep_addr);
+
+ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
+                                     const void *buffer, unsigned length);
+
+ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                                uct_pack_callback_t pack_cb, void *arg,
+                                unsigned flags);
+
+ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
+                                     const void *header, unsigned header_length,
+                                     const uct_iov_t *iov, size_t iovcnt,
+                                     unsigned flags, uct_completion_t *comp);
+
+ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                  uct_completion_t *comp);
+
+ucs_status_t uct_hipower_ep_fence(uct_ep_h tl_ep, unsigned flags);
+
+ucs_status_t uct_hipower_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                        unsigned flags);
+
+void uct_hipower_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
+                                  void *arg);
+
+/* Handles the completion of the work request numbered @a sn */
+void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, uint64_t sn);
+
+/* Marks the endpoint failed and completes everything outstanding with
+ * @a status; the iface error handler is told once */
+void uct_hipower_ep_set_failed(uct_hipower_ep_t *ep, ucs_status_t status);
+
+/* Delivers the messages that have arrived; returns how many */
+unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep);
+
+/* Dispatches pending requests while resources last; 1 if the queue emptied */
+int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep);
+
+/* Posts the pull-mode READ of the peer's published bitmap, if none is out */
+void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep);
+
+#endif

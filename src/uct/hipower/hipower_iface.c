@@ -1,0 +1,744 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "hipower_iface.h"
+#include "hipower_ep.h"
+#include "hipower_verbs.h"
+
+#include <uct/base/uct_component.h>
+#include <ucs/arch/cpu.h>
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
+#include <ucs/sys/string.h>
+#include <ucs/sys/sys.h>
+#include <ucs/type/class.h>
+#include <sys/mman.h>
+#include <string.h>
+#include <stdlib.h>
+#include <math.h>
+
+
+/* Completions polled per ibv_poll_cq() call */
+#define UCT_HIPOWER_CQ_BATCH  16
+
+
+const char *uct_hipower_notify_names[] = {
+    [UCT_HIPOWER_NOTIFY_PUSH] = "push",
+    [UCT_HIPOWER_NOTIFY_PULL] = "pull",
+    [UCT_HIPOWER_NOTIFY_LAST] = NULL
+};
+
+
+static ucs_config_field_t uct_hipower_iface_config_table[] = {
+    {"", "", NULL,
+     ucs_offsetof(uct_hipower_iface_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {"SLOT_SIZE", "8k",
+     "Size of one receive slot: the largest active message a peer can write\n"
+     "into it is this minus a 16-byte header. Must be a multiple of 64,\n"
+     "between 256 bytes and 1 MiB, and the same on both peers.",
+     ucs_offsetof(uct_hipower_iface_config_t, slot_size),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"SLOTS", "64",
+     "Receive slots per endpoint (1 to 4096): how many messages a peer may\n"
+     "have in flight to this endpoint before it must recycle.",
+     ucs_offsetof(uct_hipower_iface_config_t, slots_per_ep),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"MIN_SLOTS", "8",
+     "Fewest receive slots an endpoint accepts when the memory budget runs\n"
+     "short; below it, endpoint creation fails with UCS_ERR_NO_MEMORY.",
+     ucs_offsetof(uct_hipower_iface_config_t, min_slots_per_ep),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"MEM_BUDGET", "32m",
+     "Pre-registered memory per interface from which all endpoints' receive\n"
+     "slots are carved (the paper's QoS bound on pinned memory).",
+     ucs_offsetof(uct_hipower_iface_config_t, mem_budget),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"RECYCLE_THRESHOLD", "0.5",
+     "A sender reads the receiver's consumed bitmap (one RDMA_READ, recycling\n"
+     "every freed slot at once) when its free slots fall below this fraction\n"
+     "of the total. The paper uses 0.4 to 0.5. Range: (0, 1].",
+     ucs_offsetof(uct_hipower_iface_config_t, recycle_threshold),
+     UCS_CONFIG_TYPE_DOUBLE},
+
+    {"TX_QUEUE_LEN", "256",
+     "Send queue entries per endpoint (16 to 16384).",
+     ucs_offsetof(uct_hipower_iface_config_t, tx_queue_len),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"TX_CQ_LEN", "4096",
+     "Signaled work requests in flight per interface (completion queue\n"
+     "credits), 64 to 65536.",
+     ucs_offsetof(uct_hipower_iface_config_t, tx_cq_len),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"SIGNAL_INTERVAL", "32",
+     "Request a completion for one work request in this many (1 to half of\n"
+     "TX_QUEUE_LEN); a completion retires all the requests before it.",
+     ucs_offsetof(uct_hipower_iface_config_t, signal_interval),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"TX_MAX_INLINE", "128",
+     "Largest write (16-byte slot header included) copied into the work\n"
+     "request instead of read by the device; bounds am_short. At least 16.",
+     ucs_offsetof(uct_hipower_iface_config_t, max_inline),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"NOTIFY", "push",
+     "How a receiver learns that a slot holds a new message:\n"
+     "  push - the sender RDMA_WRITEs its bitmap word after the payload; the\n"
+     "         receiver polls local memory\n"
+     "  pull - the receiver RDMA_READs the sender's bitmap (the paper's\n"
+     "         scheme); the sender publishes writes once they completed\n"
+     "Both peers must use the same mode.",
+     ucs_offsetof(uct_hipower_iface_config_t, notify),
+     UCS_CONFIG_TYPE_ENUM(uct_hipower_notify_names)},
+
+    {"STATS", "n",
+     "Print the interface's counters to stderr when it is closed.",
+     ucs_offsetof(uct_hipower_iface_config_t, print_stats),
+     UCS_CONFIG_TYPE_BOOL},
+
+    {"GID_INDEX", "0",
+     "Local GID table index used to address peers (RoCE: pick the RoCEv2\n"
+     "entry that 'show_gids' lists for the interface's IP address).",
+     ucs_offsetof(uct_hipower_iface_config_t, gid_index),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"SL", "0", "InfiniBand service level, 0 to 15.",
+     ucs_offsetof(uct_hipower_iface_config_t, sl), UCS_CONFIG_TYPE_UINT},
+
+    {"TRAFFIC_CLASS", "0", "Traffic class in the GRH (RoCE: DSCP << 2).",
+     ucs_offsetof(uct_hipower_iface_config_t, traffic_class),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"HOP_LIMIT", "64", "Hop limit in the GRH.",
+     ucs_offsetof(uct_hipower_iface_config_t, hop_limit), UCS_CONFIG_TYPE_UINT},
+
+    {"TIMEOUT", "1.0s",
+     "Transport retransmission timeout: how long a write waits for its\n"
+     "acknowledgement before retrying.",
+     ucs_offsetof(uct_hipower_iface_config_t, ack_timeout),
+     UCS_CONFIG_TYPE_TIME},
+
+    {"RETRY_COUNT", "7", "Transport retries before a peer is declared dead, 0 to 7.",
+     ucs_offsetof(uct_hipower_iface_config_t, retry_count),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"RNR_RETRY_COUNT", "7", "Receiver-not-ready retries, 0 to 7 (7: infinite).",
+     ucs_offsetof(uct_hipower_iface_config_t, rnr_retry_count),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"OVERHEAD", "50ns",
+     "Software overhead per message reported to UCP. Lower than rc_verbs'\n"
+     "75ns: no receive work request to repost, no receive completion, no\n"
+     "credit messages; the sender posts one or two writes per message.",
+     ucs_offsetof(uct_hipower_iface_config_t, overhead), UCS_CONFIG_TYPE_TIME},
+
+    UCT_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 128, "send",
+                                  ucs_offsetof(uct_hipower_iface_config_t, tx_mp),
+                                  "\n"),
+
+    {NULL}
+};
+
+
+/* Rejects a configuration value with a message that names the variable */
+static int uct_hipower_config_in_range(const uct_hipower_iface_t *iface,
+                                       const char *var, unsigned long value,
+                                       unsigned long min, unsigned long max)
+{
+    if ((value >= min) && (value <= max)) {
+        return 1;
+    }
+
+    ucs_error("hipower %s: UCX_" UCT_HIPOWER_CONFIG_PREFIX "%s=%lu is out of "
+              "range [%lu, %lu]", iface->dev_name, var, value, min, max);
+    return 0;
+}
+
+static ucs_status_t
+uct_hipower_iface_check_config(uct_hipower_iface_t *self,
+                               const uct_hipower_iface_config_t *config)
+{
+    if (!uct_hipower_config_in_range(self, "SLOT_SIZE", config->slot_size, 256,
+                                     UCS_MBYTE) ||
+        !uct_hipower_config_in_range(self, "SLOTS", config->slots_per_ep, 1,
+                                     UCT_HIPOWER_MAX_SLOTS) ||
+        !uct_hipower_config_in_range(self, "MIN_SLOTS",
+                                     config->min_slots_per_ep, 1,
+                                     config->slots_per_ep) ||
+        !uct_hipower_config_in_range(self, "MEM_BUDGET", config->mem_budget,
+                                     (unsigned long)config->min_slots_per_ep *
+                                     config->slot_size,
+                                     (unsigned long)UCT_HIPOWER_MAX_SLOTS *
+                                     1024 * config->slot_size) ||
+        !uct_hipower_config_in_range(self, "TX_QUEUE_LEN",
+                                     config->tx_queue_len, 16, 16384) ||
+        !uct_hipower_config_in_range(self, "TX_CQ_LEN", config->tx_cq_len, 64,
+                                     65536) ||
+        !uct_hipower_config_in_range(self, "SIGNAL_INTERVAL",
+                                     config->signal_interval, 1,
+                                     config->tx_queue_len / 2) ||
+        !uct_hipower_config_in_range(self, "TX_MAX_INLINE", config->max_inline,
+                                     HIPOWER_SLOT_HDR_SIZE, 1024) ||
+        !uct_hipower_config_in_range(self, "SL", config->sl, 0, 15) ||
+        !uct_hipower_config_in_range(self, "TRAFFIC_CLASS",
+                                     config->traffic_class, 0, 255) ||
+        !uct_hipower_config_in_range(self, "HOP_LIMIT", config->hop_limit, 1,
+                                     255) ||
+        !uct_hipower_config_in_range(self, "RETRY_COUNT", config->retry_count,
+                                     0, 7) ||
+        !uct_hipower_config_in_range(self, "RNR_RETRY_COUNT",
+                                     config->rnr_retry_count, 0, 7)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (config->slot_size % 64) {
+        ucs_error("hipower %s: UCX_HIPOWER_SLOT_SIZE=%zu is not a multiple "
+                  "of 64", self->dev_name, config->slot_size);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (!(config->recycle_threshold > 0) || (config->recycle_threshold > 1)) {
+        ucs_error("hipower %s: UCX_HIPOWER_RECYCLE_THRESHOLD=%g is out of "
+                  "range (0, 1]", self->dev_name, config->recycle_threshold);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    return UCS_OK;
+}
+
+/* IB encoding of the local ACK timeout: 4.096us * 2^value */
+static uint8_t uct_hipower_ack_timeout(double seconds)
+{
+    double value = log2(seconds / 4.096e-6);
+
+    return (uint8_t)ucs_max(1, ucs_min(31, (int)ceil(value)));
+}
+
+static ucs_status_t uct_hipower_iface_query(uct_iface_h tl_iface,
+                                            uct_iface_attr_t *attr)
+{
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
+    size_t mtu = uct_hipower_mtu_bytes(iface->config.path_mtu);
+    double latency, bandwidth;
+
+    uct_base_iface_query(&iface->super, attr);
+
+    attr->iface_addr_len  = 0;
+    attr->device_addr_len = sizeof(uct_hipower_device_addr_t);
+    attr->ep_addr_len     = sizeof(uct_hipower_ep_addr_t);
+    attr->max_conn_priv   = 0;
+    attr->cap.flags       = UCT_IFACE_FLAG_AM_SHORT      |
+                            UCT_IFACE_FLAG_AM_BCOPY      |
+                            UCT_IFACE_FLAG_AM_ZCOPY      |
+                            UCT_IFACE_FLAG_PENDING       |
+                            UCT_IFACE_FLAG_CONNECT_TO_EP |
+                            UCT_IFACE_FLAG_CB_SYNC;
+
+    attr->cap.am.max_short       = iface->config.max_inline -
+                                   HIPOWER_SLOT_HDR_SIZE;
+    attr->cap.am.max_bcopy       = iface->config.max_payload;
+    attr->cap.am.min_zcopy       = 0;
+    attr->cap.am.max_zcopy       = iface->config.max_payload;
+    attr->cap.am.opt_zcopy_align = UCS_SYS_PCI_MAX_PAYLOAD;
+    attr->cap.am.align_mtu       = mtu;
+    attr->cap.am.max_hdr         = UCT_HIPOWER_MAX_ZCOPY_HDR;
+    attr->cap.am.max_iov         = UCT_HIPOWER_MAX_IOV;
+
+    uct_hipower_port_estimate(&iface->port_attr, mtu, &latency, &bandwidth);
+    attr->latency             = ucs_linear_func_make(latency, 0);
+    attr->bandwidth.dedicated = 0;
+    attr->bandwidth.shared    = bandwidth;
+    attr->overhead            = iface->config.overhead;
+    attr->priority            = 0;
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_hipower_iface_get_device_address(uct_iface_h tl_iface,
+                                     uct_device_addr_t *addr)
+{
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
+    uct_hipower_device_addr_t *dev_addr = (uct_hipower_device_addr_t*)addr;
+
+    dev_addr->gid        = iface->gid;
+    dev_addr->lid        = iface->port_attr.lid;
+    dev_addr->link_layer = iface->port_attr.link_layer;
+    return UCS_OK;
+}
+
+static int uct_hipower_iface_is_reachable(const uct_iface_h tl_iface,
+                                          const uct_device_addr_t *addr,
+                                          const uct_iface_addr_t *iface_addr)
+{
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
+    const uct_hipower_device_addr_t *dev_addr =
+            (const uct_hipower_device_addr_t*)addr;
+
+    if ((dev_addr == NULL) ||
+        (dev_addr->link_layer != iface->port_attr.link_layer)) {
+        return 0;
+    }
+
+    /* InfiniBand without a router: only our own subnet */
+    return (iface->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET) ||
+           (dev_addr->gid.global.subnet_prefix ==
+            iface->gid.global.subnet_prefix);
+}
+
+static ucs_status_t uct_hipower_iface_flush(uct_iface_h tl_iface,
+                                            unsigned flags,
+                                            uct_completion_t *comp)
+{
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
+    ucs_status_t status, result = UCS_OK;
+    uct_hipower_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->ep_list, list) {
+        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED)) {
+            continue;
+        }
+
+        status = uct_hipower_ep_flush(&ep->super.super, flags, comp);
+        if (status == UCS_INPROGRESS) {
+            if (comp != NULL) {
+                ++comp->count;
+            }
+            result = UCS_INPROGRESS;
+        } else if (status == UCS_ERR_NO_RESOURCE) {
+            /* Pending requests first; the caller progresses and retries */
+            return UCS_ERR_NO_RESOURCE;
+        }
+    }
+
+    if (result == UCS_OK) {
+        UCT_TL_IFACE_STAT_FLUSH(&iface->super);
+    } else {
+        UCT_TL_IFACE_STAT_FLUSH_WAIT(&iface->super);
+    }
+    return result;
+}
+
+static unsigned uct_hipower_iface_poll_cq(uct_hipower_iface_t *iface)
+{
+    struct ibv_wc wc[UCT_HIPOWER_CQ_BATCH];
+    uct_hipower_ep_t *ep;
+    khiter_t iter;
+    int i, num_wcs;
+
+    num_wcs = ibv_poll_cq(iface->cq, UCT_HIPOWER_CQ_BATCH, wc);
+    if (num_wcs <= 0) {
+        if (ucs_unlikely(num_wcs < 0)) {
+            ucs_error("hipower %s: ibv_poll_cq() failed: %d", iface->dev_name,
+                      num_wcs);
+        }
+        return 0;
+    }
+
+    for (i = 0; i < num_wcs; ++i) {
+        iter = kh_get(uct_hipower_qp_ep, &iface->qp_eps, wc[i].qp_num);
+        if (iter == kh_end(&iface->qp_eps)) {
+            /* The endpoint was destroyed with this request in flight */
+            continue;
+        }
+
+        ep = kh_value(&iface->qp_eps, iter);
+        if (ucs_unlikely(wc[i].status != IBV_WC_SUCCESS)) {
+            if (!(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+                ucs_diag("hipower %s: ep %p qp 0x%x to peer qp 0x%x: %s "
+                         "(vendor error 0x%x)", iface->dev_name, ep,
+                         wc[i].qp_num, ep->peer.qp_num,
+                         ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
+                uct_hipower_ep_set_failed(ep,
+                        (wc[i].status == IBV_WC_RETRY_EXC_ERR) ?
+                        UCS_ERR_ENDPOINT_TIMEOUT : UCS_ERR_IO_ERROR);
+            }
+            continue;
+        }
+
+        if (ucs_unlikely(wc[i].opcode & IBV_WC_RECV)) {
+            iface->stats.rx_completions++;
+        }
+        iface->stats.tx_completions++;
+        uct_hipower_ep_tx_completion(ep, wc[i].wr_id);
+    }
+
+    return num_wcs;
+}
+
+unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
+{
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
+    uct_hipower_ep_t *ep, *tmp;
+    unsigned count;
+
+    count = uct_hipower_iface_poll_cq(iface);
+
+    ucs_list_for_each(ep, &iface->ep_list, list) {
+        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
+            (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+            continue;
+        }
+
+        if (iface->config.notify == UCT_HIPOWER_NOTIFY_PULL) {
+            if (ep->flags & UCT_HIPOWER_EP_FLAG_NOTIFY_READ) {
+                continue; /* The bitmap copy is being overwritten */
+            }
+            count += uct_hipower_ep_rx_progress(ep);
+            uct_hipower_ep_post_notify_read(ep);
+            /* The peer sees our writes only once a completion says they
+             * landed: make sure one is coming */
+            if ((ep->tx.unsignaled > 0) && (ep->tx.signaled == 0)) {
+                uct_hipower_ep_flush(&ep->super.super, 0, NULL);
+            }
+        } else {
+            count += uct_hipower_ep_rx_progress(ep);
+        }
+    }
+
+    ucs_list_for_each_safe(ep, tmp, &iface->pending_eps, pending_list) {
+        if (uct_hipower_ep_dispatch_pending(ep)) {
+            ucs_list_del(&ep->pending_list);
+            ep->flags &= ~UCT_HIPOWER_EP_FLAG_PENDING_LISTED;
+        }
+    }
+
+    return count;
+}
+
+static void uct_hipower_tx_op_init(uct_iface_h tl_iface, void *obj,
+                                   uct_mem_h memh)
+{
+    uct_hipower_tx_op_t *op = obj;
+
+    op->lkey = uct_hipower_memh_lkey(memh);
+}
+
+static ucs_status_t
+uct_hipower_iface_init_port(uct_hipower_iface_t *self,
+                            const uct_iface_params_t *params)
+{
+    uct_hipower_md_t *md = ucs_derived_of(self->super.md, uct_hipower_md_t);
+    const char *dev_name, *sep;
+    char *end;
+    unsigned long port;
+    int ret;
+
+    UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
+                    "UCT_IFACE_PARAM_FIELD_OPEN_MODE is not defined");
+    if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+        ucs_error("hipower: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    dev_name = params->mode.device.dev_name;
+    ucs_snprintf_zero(self->dev_name, sizeof(self->dev_name), "%s", dev_name);
+    sep  = strchr(dev_name, ':');
+    port = (sep == NULL) ? 0 : strtoul(sep + 1, &end, 10);
+    if ((sep == NULL) || (*end != '\0') || (port < 1) || (port > 255) ||
+        (strncmp(dev_name, md->name, sep - dev_name) != 0) ||
+        (md->name[sep - dev_name] != '\0')) {
+        ucs_error("hipower: device '%s' is not '%s:<port>'", dev_name,
+                  md->name);
+        return UCS_ERR_NO_DEVICE;
+    }
+    self->port_num = port;
+
+    ret = ibv_query_port(md->ibv_context, self->port_num, &self->port_attr);
+    if (ret != 0) {
+        ucs_error("hipower %s: ibv_query_port() failed: %s", self->dev_name,
+                  strerror(ret));
+        return UCS_ERR_NO_DEVICE;
+    }
+    if (self->port_attr.state != IBV_PORT_ACTIVE) {
+        ucs_error("hipower %s: port is %s, not active", self->dev_name,
+                  ibv_port_state_str(self->port_attr.state));
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    ret = ibv_query_gid(md->ibv_context, self->port_num,
+                        self->config.gid_index, &self->gid);
+    if ((ret != 0) || ((self->gid.global.subnet_prefix == 0) &&
+                       (self->gid.global.interface_id == 0))) {
+        ucs_error("hipower %s: no GID at UCX_HIPOWER_GID_INDEX=%u (the port "
+                  "has %d entries)", self->dev_name, self->config.gid_index,
+                  self->port_attr.gid_tbl_len);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    return UCS_OK;
+}
+
+static ucs_status_t uct_hipower_iface_init_arena(uct_hipower_iface_t *self,
+                                                 size_t budget)
+{
+    uct_hipower_md_t *md = ucs_derived_of(self->super.md, uct_hipower_md_t);
+    uint32_t total_slots = budget / self->config.slot_size;
+    ucs_status_t status;
+
+    self->arena.size = (size_t)total_slots * self->config.slot_size;
+    self->arena.base = mmap(NULL, self->arena.size, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (self->arena.base == MAP_FAILED) {
+        ucs_error("hipower %s: cannot map the %zu-byte slot arena "
+                  "(UCX_HIPOWER_MEM_BUDGET): %m", self->dev_name,
+                  self->arena.size);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    /* Pinned once, up front: endpoints never wait for registration */
+    status = uct_hipower_md_reg_internal(md, self->arena.base,
+                                         self->arena.size,
+                                         IBV_ACCESS_LOCAL_WRITE,
+                                         "slot arena (UCX_HIPOWER_MEM_BUDGET)",
+                                         &self->arena.mr);
+    if (status != UCS_OK) {
+        goto err_unmap;
+    }
+
+    status = hipower_arena_init(&self->arena.slots, total_slots);
+    if (status != UCS_OK) {
+        goto err_dereg;
+    }
+
+    return UCS_OK;
+
+err_dereg:
+    uct_hipower_md_dereg_internal(md, self->arena.mr, "slot arena");
+err_unmap:
+    munmap(self->arena.base, self->arena.size);
+    return status;
+}
+
+static void uct_hipower_iface_cleanup_arena(uct_hipower_iface_t *self)
+{
+    uct_hipower_md_t *md = ucs_derived_of(self->super.md, uct_hipower_md_t);
+
+    hipower_arena_cleanup(&self->arena.slots);
+    uct_hipower_md_dereg_internal(md, self->arena.mr, "slot arena");
+    munmap(self->arena.base, self->arena.size);
+}
+
+static uct_iface_ops_t uct_hipower_iface_ops;
+
+static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
+                           uct_worker_h worker,
+                           const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config)
+{
+    const uct_hipower_iface_config_t *config =
+            ucs_derived_of(tl_config, uct_hipower_iface_config_t);
+    uct_hipower_md_t *md = ucs_derived_of(tl_md, uct_hipower_md_t);
+    ucs_status_t status;
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_hipower_iface_ops,
+                              &uct_base_iface_internal_ops, tl_md, worker,
+                              params, tl_config
+                              UCS_STATS_ARG(NULL)
+                              UCS_STATS_ARG(UCT_HIPOWER_TL_NAME));
+
+    memset(&self->stats, 0, sizeof(self->stats));
+    ucs_list_head_init(&self->ep_list);
+    ucs_list_head_init(&self->pending_eps);
+    kh_init_inplace(uct_hipower_qp_ep, &self->qp_eps);
+    ucs_snprintf_zero(self->dev_name, sizeof(self->dev_name), "%s",
+                      (params->field_mask & UCT_IFACE_PARAM_FIELD_DEVICE) ?
+                      params->mode.device.dev_name : md->name);
+
+    status = uct_hipower_iface_check_config(self, config);
+    if (status != UCS_OK) {
+        goto err;
+    }
+
+    self->config.slot_size         = config->slot_size;
+    self->config.max_payload       = hipower_slot_max_payload(config->slot_size);
+    self->config.slots_per_ep      = config->slots_per_ep;
+    self->config.min_slots_per_ep  = config->min_slots_per_ep;
+    self->config.recycle_threshold = config->recycle_threshold;
+    self->config.tx_queue_len      = config->tx_queue_len;
+    self->config.signal_interval   = config->signal_interval;
+    self->config.max_inline        = config->max_inline;
+    self->config.notify            = config->notify;
+    self->config.print_stats       = config->print_stats;
+    self->config.gid_index         = config->gid_index;
+    self->config.sl                = config->sl;
+    self->config.traffic_class     = config->traffic_class;
+    self->config.hop_limit         = config->hop_limit;
+    self->config.ack_timeout       = uct_hipower_ack_timeout(config->ack_timeout);
+    self->config.retry_count       = config->retry_count;
+    self->config.rnr_retry_count   = config->rnr_retry_count;
+    self->config.overhead          = config->overhead;
+
+    status = uct_hipower_iface_init_port(self, params);
+    if (status != UCS_OK) {
+        goto err;
+    }
+    self->config.path_mtu = self->port_attr.active_mtu;
+
+    /* Room for flushed completions of destroyed endpoints beyond credits */
+    self->cq_available = config->tx_cq_len;
+    self->cq = ibv_create_cq(md->ibv_context, 2 * config->tx_cq_len, NULL,
+                             NULL, 0);
+    if (self->cq == NULL) {
+        ucs_error("hipower %s: ibv_create_cq(%u) failed: %m", self->dev_name,
+                  2 * config->tx_cq_len);
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
+
+    status = uct_hipower_iface_init_arena(self, config->mem_budget);
+    if (status != UCS_OK) {
+        goto err_destroy_cq;
+    }
+
+    status = uct_iface_mpool_init(&self->super, &self->tx_mp,
+                                  sizeof(uct_hipower_tx_op_t) +
+                                  config->slot_size,
+                                  sizeof(uct_hipower_tx_op_t),
+                                  UCS_SYS_CACHE_LINE_SIZE, &config->tx_mp,
+                                  config->tx_queue_len,
+                                  uct_hipower_tx_op_init, "hipower_tx_op");
+    if (status != UCS_OK) {
+        goto err_cleanup_arena;
+    }
+
+    ucs_debug("hipower %s: opened, notify %s, %u-byte slots, %u per endpoint, "
+              "arena %zu bytes, port mtu %zu", self->dev_name,
+              uct_hipower_notify_names[self->config.notify],
+              (unsigned)self->config.slot_size, self->config.slots_per_ep,
+              self->arena.size,
+              uct_hipower_mtu_bytes(self->config.path_mtu));
+    return UCS_OK;
+
+err_cleanup_arena:
+    uct_hipower_iface_cleanup_arena(self);
+err_destroy_cq:
+    ibv_destroy_cq(self->cq);
+err:
+    kh_destroy_inplace(uct_hipower_qp_ep, &self->qp_eps);
+    return status;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_hipower_iface_t)
+{
+    int ret;
+
+    if (!ucs_list_is_empty(&self->ep_list)) {
+        ucs_warn("hipower %s: interface closed with %zu endpoints open",
+                 self->dev_name, ucs_list_length(&self->ep_list));
+    }
+
+    if (self->config.print_stats) {
+        uct_hipower_stats_print(&self->stats, self->dev_name, stderr);
+    }
+
+    ucs_mpool_cleanup(&self->tx_mp, 1);
+    uct_hipower_iface_cleanup_arena(self);
+    ret = ibv_destroy_cq(self->cq);
+    if (ret != 0) {
+        ucs_warn("hipower %s: ibv_destroy_cq() failed: %s", self->dev_name,
+                 strerror(ret));
+    }
+    kh_destroy_inplace(uct_hipower_qp_ep, &self->qp_eps);
+}
+
+UCS_CLASS_DEFINE(uct_hipower_iface_t, uct_base_iface_t);
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_hipower_iface_t, uct_iface_t, uct_md_h,
+                                 uct_worker_h, const uct_iface_params_t*,
+                                 const uct_iface_config_t*);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_hipower_iface_t, uct_iface_t);
+
+static uct_iface_ops_t uct_hipower_iface_ops = {
+    .ep_am_short              = uct_hipower_ep_am_short,
+    .ep_am_short_iov          = uct_base_ep_am_short_iov,
+    .ep_am_bcopy              = uct_hipower_ep_am_bcopy,
+    .ep_am_zcopy              = uct_hipower_ep_am_zcopy,
+    .ep_pending_add           = uct_hipower_ep_pending_add,
+    .ep_pending_purge         = uct_hipower_ep_pending_purge,
+    .ep_flush                 = uct_hipower_ep_flush,
+    .ep_fence                 = uct_hipower_ep_fence,
+    .ep_check                 = (uct_ep_check_func_t)ucs_empty_function_return_unsupported,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_hipower_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_hipower_ep_t),
+    .ep_get_address           = uct_hipower_ep_get_address,
+    .ep_connect_to_ep         = uct_hipower_ep_connect_to_ep,
+    .iface_flush              = uct_hipower_iface_flush,
+    .iface_fence              = uct_base_iface_fence,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_hipower_iface_progress,
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_hipower_iface_t),
+    .iface_query              = uct_hipower_iface_query,
+    .iface_get_device_address = uct_hipower_iface_get_device_address,
+    .iface_get_address        = (uct_iface_get_address_func_t)ucs_empty_function_return_success,
+    .iface_is_reachable       = uct_hipower_iface_is_reachable
+};
+
+/* One transport resource per active port of the device */
+static ucs_status_t
+uct_hipower_query_tl_devices(uct_md_h tl_md,
+                             uct_tl_device_resource_t **devices_p,
+                             unsigned *num_devices_p)
+{
+    uct_hipower_md_t *md = ucs_derived_of(tl_md, uct_hipower_md_t);
+    uct_tl_device_resource_t *devices;
+    struct ibv_device_attr dev_attr;
+    struct ibv_port_attr port_attr;
+    unsigned num_devices = 0;
+    uint8_t port;
+    int ret;
+
+    ret = ibv_query_device(md->ibv_context, &dev_attr);
+    if (ret != 0) {
+        ucs_error("hipower %s: ibv_query_device() failed: %s", md->name,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    devices = ucs_calloc(dev_attr.phys_port_cnt, sizeof(*devices),
+                         "hipower devices");
+    if (devices == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    for (port = 1; port <= dev_attr.phys_port_cnt; ++port) {
+        if ((ibv_query_port(md->ibv_context, port, &port_attr) != 0) ||
+            (port_attr.state != IBV_PORT_ACTIVE)) {
+            ucs_debug("hipower %s: port %u is not active", md->name, port);
+            continue;
+        }
+
+        ucs_snprintf_zero(devices[num_devices].name,
+                          sizeof(devices[num_devices].name), "%s:%u",
+                          md->name, port);
+        devices[num_devices].type       = UCT_DEVICE_TYPE_NET;
+        devices[num_devices].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+        ++num_devices;
+    }
+
+    *devices_p     = devices;
+    *num_devices_p = num_devices;
+    return UCS_OK;
+}
+
+UCT_TL_DEFINE_ENTRY(&uct_hipower_component, hipower,
+                    uct_hipower_query_tl_devices, uct_hipower_iface_t,
+                    UCT_HIPOWER_CONFIG_PREFIX, uct_hipower_iface_config_table,
+                    uct_hipower_iface_config_t);
+
+/* UCX 1.13 only dlopens the module names compiled into it, so hipower is
+ * loaded with LD_PRELOAD (or by UCX_PLUGIN_PATH on UCX >= 1.22) and
+ * registers its component and transport when the library is loaded */
+UCT_SINGLE_TL_INIT(&uct_hipower_component, hipower, ctor,,)

@@ -1,0 +1,188 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifndef UCT_HIPOWER_IFACE_H_
+#define UCT_HIPOWER_IFACE_H_
+
+#include "hipower_md.h"
+#include "hipower_arena.h"
+#include "hipower_ring.h"
+#include "hipower_slot.h"
+#include "hipower_stats.h"
+
+#include <uct/base/uct_iface.h>
+#include <ucs/datastruct/khash.h>
+#include <ucs/datastruct/list.h>
+#include <ucs/datastruct/mpool.h>
+#include <ucs/datastruct/queue.h>
+#include <infiniband/verbs.h>
+
+
+#define UCT_HIPOWER_TL_NAME          "hipower"
+#define UCT_HIPOWER_CONFIG_PREFIX    "HIPOWER_"
+
+/* Slots per endpoint and direction: bounds the bitmaps to 512 bytes, so one
+ * RDMA_READ always fetches a whole bitmap */
+#define UCT_HIPOWER_MAX_SLOTS        4096
+#define UCT_HIPOWER_BITMAP_WORDS     HIPOWER_BITMAP_WORDS(UCT_HIPOWER_MAX_SLOTS)
+
+
+/* How the receiver learns that a slot holds a new message */
+typedef enum {
+    /* The sender RDMA_WRITEs its bitmap word right after the payload (RC
+     * keeps the order); the receiver only reads local memory */
+    UCT_HIPOWER_NOTIFY_PUSH,
+    /* The paper's scheme: the receiver RDMA_READs the sender's bitmap,
+     * which the sender updates when its writes have completed */
+    UCT_HIPOWER_NOTIFY_PULL,
+    UCT_HIPOWER_NOTIFY_LAST
+} uct_hipower_notify_t;
+
+extern const char *uct_hipower_notify_names[];
+
+
+typedef struct uct_hipower_iface_config {
+    uct_iface_config_t           super;
+    size_t                       slot_size;
+    unsigned                     slots_per_ep;
+    unsigned                     min_slots_per_ep;
+    size_t                       mem_budget;
+    double                       recycle_threshold;
+    unsigned                     tx_queue_len;
+    unsigned                     tx_cq_len;
+    unsigned                     signal_interval;
+    size_t                       max_inline;
+    int                          notify;
+    int                          print_stats;
+    unsigned                     gid_index;
+    unsigned                     sl;
+    unsigned                     traffic_class;
+    unsigned                     hop_limit;
+    double                       ack_timeout;
+    unsigned                     retry_count;
+    unsigned                     rnr_retry_count;
+    double                       overhead;
+    uct_iface_mpool_config_t     tx_mp;
+} uct_hipower_iface_config_t;
+
+
+/* Where a peer reaches this interface's device */
+typedef struct uct_hipower_device_addr {
+    union ibv_gid                gid;
+    uint16_t                     lid;
+    uint8_t                      link_layer; /* IBV_LINK_LAYER_xx */
+} UCS_S_PACKED uct_hipower_device_addr_t;
+
+
+/* What the peer's endpoint needs to send to this one and recycle its slots */
+typedef struct uct_hipower_ep_addr {
+    uint32_t                     qp_num;
+    uint64_t                     slots_addr;      /* Our receive slots */
+    uint32_t                     slots_rkey;      /* REMOTE_WRITE, slots only */
+    uint16_t                     num_slots;
+    uint32_t                     slot_size;
+    uint64_t                     ctrl_read_addr;  /* consumed + published */
+    uint32_t                     ctrl_read_rkey;  /* REMOTE_READ only */
+    uint64_t                     ctrl_write_addr; /* written_view (push) */
+    uint32_t                     ctrl_write_rkey; /* REMOTE_WRITE, or 0 */
+    uint8_t                      notify;          /* uct_hipower_notify_t */
+    uint8_t                      path_mtu;        /* enum ibv_mtu */
+} UCS_S_PACKED uct_hipower_ep_addr_t;
+
+
+/*
+ * Per-endpoint bitmaps, registered in three pieces so that the peer can read
+ * only what it needs to read and write only what it needs to write.
+ */
+typedef struct uct_hipower_ep_ctrl {
+    /* Peer may RDMA_READ these (one MR) */
+    hipower_bitmap_word_t        consumed[UCT_HIPOWER_BITMAP_WORDS];
+    hipower_bitmap_word_t        published[UCT_HIPOWER_BITMAP_WORDS];
+    /* Peer RDMA_WRITEs this in push mode; our READ target in pull mode */
+    hipower_bitmap_word_t        written_view[UCT_HIPOWER_BITMAP_WORDS];
+    /* Target of our recycle READ of the peer's consumed bitmap */
+    hipower_bitmap_word_t        peer_consumed[UCT_HIPOWER_BITMAP_WORDS];
+    /* Local only: slots we have taken at the peer */
+    hipower_bitmap_word_t        written[UCT_HIPOWER_BITMAP_WORDS];
+} uct_hipower_ep_ctrl_t;
+
+
+KHASH_MAP_INIT_INT(uct_hipower_qp_ep, struct uct_hipower_ep*);
+
+
+typedef struct uct_hipower_iface {
+    uct_base_iface_t             super;
+    uint8_t                      port_num;
+    struct ibv_port_attr         port_attr;
+    union ibv_gid                gid;
+    struct ibv_cq                *cq;          /* All send-side completions */
+    int                          cq_available; /* Signaled WRs we may post */
+    ucs_mpool_t                  tx_mp;        /* Send descriptors */
+    ucs_list_link_t              ep_list;      /* All endpoints */
+    khash_t(uct_hipower_qp_ep)   qp_eps;       /* QP number -> endpoint */
+    ucs_list_link_t              pending_eps;  /* Endpoints with pending reqs */
+
+    struct {
+        void                     *base;        /* Receive slot arena */
+        size_t                   size;
+        struct ibv_mr            *mr;          /* Pins it, local access only */
+        hipower_arena_t          slots;        /* Which slots are taken */
+    } arena;
+
+    struct {
+        size_t                   slot_size;
+        size_t                   max_payload;  /* slot_size - header */
+        unsigned                 slots_per_ep;
+        unsigned                 min_slots_per_ep;
+        double                   recycle_threshold;
+        unsigned                 tx_queue_len;
+        unsigned                 signal_interval;
+        size_t                   max_inline;
+        uct_hipower_notify_t     notify;
+        int                      print_stats;
+        unsigned                 gid_index;
+        unsigned                 sl;
+        unsigned                 traffic_class;
+        unsigned                 hop_limit;
+        uint8_t                  ack_timeout;  /* IB encoding */
+        unsigned                 retry_count;
+        unsigned                 rnr_retry_count;
+        enum ibv_mtu             path_mtu;
+        double                   overhead;
+    } config;
+
+    uct_hipower_stats_t          stats;
+    char                         dev_name[UCT_DEVICE_NAME_MAX];
+} uct_hipower_iface_t;
+
+
+/* Send-side operation awaiting completion of its work request */
+typedef struct uct_hipower_tx_op {
+    ucs_queue_elem_t             queue;
+    uint64_t                     sn;       /* Of the work request */
+    uct_completion_t             *comp;    /* User completion, or NULL */
+    uint32_t                     msg_head; /* Messages posted up to this op */
+    uint32_t                     lkey;     /* Of the buffer that follows */
+    uint8_t                      type;     /* uct_hipower_op_type_t */
+} uct_hipower_tx_op_t;
+
+
+typedef enum {
+    UCT_HIPOWER_OP_SEND,        /* am_* write (bcopy buffer follows) */
+    UCT_HIPOWER_OP_COMP,        /* zcopy / flush: completion only */
+    UCT_HIPOWER_OP_RECYCLE_READ,
+    UCT_HIPOWER_OP_NOTIFY_READ
+} uct_hipower_op_type_t;
+
+
+static inline void *uct_hipower_tx_op_buffer(uct_hipower_tx_op_t *op)
+{
+    return op + 1;
+}
+
+
+ucs_status_t uct_hipower_iface_progress_pending(uct_hipower_iface_t *iface);
+
+unsigned uct_hipower_iface_progress(uct_iface_h tl_iface);
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifndef UCT_HIPOWER_STATS_H_
+#define UCT_HIPOWER_STATS_H_
+
+#include <stdint.h>
+#include <stdio.h>
+
+/*
+ * Per-interface counters. Always counted (a handful of increments on paths
+ * that already post work requests); printed at interface close when
+ * UCX_HIPOWER_STATS=y as one "key=value" line that tests parse.
+ */
+#define UCT_HIPOWER_STATS_FIELDS(_f) \
+    _f(tx_msgs)          /* Active messages sent */ \
+    _f(tx_bytes)         /* Their AM data bytes */ \
+    _f(rx_msgs)          /* Active messages delivered */ \
+    _f(rx_bytes)         /* Their AM data bytes */ \
+    _f(rdma_writes)      /* RDMA_WRITE work requests (payload and bitmap) */ \
+    _f(bitmap_reads)     /* Recycle RDMA_READs of a peer's consumed bitmap */ \
+    _f(slots_recycled)   /* Slots those reads gave back */ \
+    _f(notify_reads)     /* Pull mode: RDMA_READs of a peer's written bitmap */ \
+    _f(tx_completions)   /* Completions polled, all send-side */ \
+    _f(rx_completions)   /* Receive completions: none by design */ \
+    _f(pool_empty)       /* Sends refused: no free peer slot */ \
+    _f(tx_queue_full)    /* Sends refused: no send queue / CQ room */ \
+    _f(pending_dispatch) /* Pending requests dispatched */ \
+    _f(bad_slots)        /* Slots rejected as corrupt */
+
+#define UCT_HIPOWER_STATS_DECLARE(_name) uint64_t _name;
+
+typedef struct uct_hipower_stats {
+    UCT_HIPOWER_STATS_FIELDS(UCT_HIPOWER_STATS_DECLARE)
+} uct_hipower_stats_t;
+
+/* "hipower-stats <dev>: tx_msgs=N tx_bytes=N ... slots_per_read=X.XX" */
+void uct_hipower_stats_print(const uct_hipower_stats_t *stats,
+                             const char *dev_name, FILE *stream);
+
+#endif

@@ -1,0 +1,180 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "hipower_verbs.h"
+#include "hipower_ep.h"
+
+#include <ucs/debug/log.h>
+#include <string.h>
+#include <errno.h>
+#include <arpa/inet.h>
+
+
+ucs_status_t uct_hipower_qp_create(uct_hipower_iface_t *iface,
+                                   struct ibv_qp **qp_p)
+{
+    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
+    struct ibv_qp_init_attr init_attr;
+    struct ibv_qp_attr qp_attr;
+    struct ibv_qp *qp;
+    int ret;
+
+    /* No receive queue: nothing is ever received by SEND */
+    memset(&init_attr, 0, sizeof(init_attr));
+    init_attr.qp_type             = IBV_QPT_RC;
+    init_attr.send_cq             = iface->cq;
+    init_attr.recv_cq             = iface->cq;
+    init_attr.sq_sig_all          = 0;
+    init_attr.cap.max_send_wr     = iface->config.tx_queue_len;
+    init_attr.cap.max_send_sge    = UCT_HIPOWER_MAX_IOV + 1;
+    init_attr.cap.max_inline_data = iface->config.max_inline;
+    init_attr.cap.max_recv_wr     = 0;
+    init_attr.cap.max_recv_sge    = 0;
+
+    qp = ibv_create_qp(md->pd, &init_attr);
+    if (qp == NULL) {
+        ucs_error("hipower %s: ibv_create_qp(send queue %u, inline %zu) "
+                  "failed: %m", iface->dev_name, iface->config.tx_queue_len,
+                  iface->config.max_inline);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    memset(&qp_attr, 0, sizeof(qp_attr));
+    qp_attr.qp_state        = IBV_QPS_INIT;
+    qp_attr.pkey_index      = 0;
+    qp_attr.port_num        = iface->port_num;
+    /* The QP admits RDMA; each MR narrows it to what the peer needs */
+    qp_attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    ret = ibv_modify_qp(qp, &qp_attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                                      IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    if (ret != 0) {
+        ucs_error("hipower %s: ibv_modify_qp(qp 0x%x, INIT) failed: %s",
+                  iface->dev_name, qp->qp_num, strerror(ret));
+        ibv_destroy_qp(qp);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    *qp_p = qp;
+    return UCS_OK;
+}
+
+ucs_status_t uct_hipower_qp_connect(uct_hipower_iface_t *iface,
+                                    struct ibv_qp *qp,
+                                    const uct_hipower_device_addr_t *peer,
+                                    uint32_t peer_qp_num, enum ibv_mtu path_mtu)
+{
+    struct ibv_qp_attr qp_attr;
+    char gid_str[64];
+    int ret;
+
+    if (peer->link_layer != iface->port_attr.link_layer) {
+        ucs_error("hipower %s: qp 0x%x: the peer's link layer (%u) differs "
+                  "from ours (%u)", iface->dev_name, qp->qp_num,
+                  peer->link_layer, iface->port_attr.link_layer);
+        return UCS_ERR_UNREACHABLE;
+    }
+
+    memset(&qp_attr, 0, sizeof(qp_attr));
+    qp_attr.qp_state              = IBV_QPS_RTR;
+    qp_attr.path_mtu              = path_mtu;
+    qp_attr.dest_qp_num           = peer_qp_num;
+    qp_attr.rq_psn                = 0;
+    qp_attr.max_dest_rd_atomic    = 16;
+    qp_attr.min_rnr_timer         = 12;
+    qp_attr.ah_attr.port_num      = iface->port_num;
+    qp_attr.ah_attr.sl            = iface->config.sl;
+    qp_attr.ah_attr.dlid          = peer->lid;
+    if ((iface->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET) ||
+        (peer->gid.global.subnet_prefix != iface->gid.global.subnet_prefix)) {
+        qp_attr.ah_attr.is_global      = 1;
+        qp_attr.ah_attr.grh.dgid       = peer->gid;
+        qp_attr.ah_attr.grh.sgid_index = iface->config.gid_index;
+        qp_attr.ah_attr.grh.hop_limit  = iface->config.hop_limit;
+        qp_attr.ah_attr.grh.traffic_class = iface->config.traffic_class;
+    }
+
+    ret = ibv_modify_qp(qp, &qp_attr, IBV_QP_STATE | IBV_QP_AV |
+                                      IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                      IBV_QP_MIN_RNR_TIMER);
+    if (ret != 0) {
+        inet_ntop(AF_INET6, &peer->gid, gid_str, sizeof(gid_str));
+        ucs_error("hipower %s: ibv_modify_qp(qp 0x%x, RTR to peer qp 0x%x gid "
+                  "%s lid %u, gid index %u) failed: %s", iface->dev_name,
+                  qp->qp_num, peer_qp_num, gid_str, peer->lid,
+                  iface->config.gid_index, strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    qp_attr.qp_state      = IBV_QPS_RTS;
+    qp_attr.sq_psn        = 0;
+    qp_attr.timeout       = iface->config.ack_timeout;
+    qp_attr.retry_cnt     = iface->config.retry_count;
+    qp_attr.rnr_retry     = iface->config.rnr_retry_count;
+    qp_attr.max_rd_atomic = 16;
+    ret = ibv_modify_qp(qp, &qp_attr, IBV_QP_STATE | IBV_QP_SQ_PSN |
+                                      IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                      IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+    if (ret != 0) {
+        ucs_error("hipower %s: ibv_modify_qp(qp 0x%x, RTS) failed: %s",
+                  iface->dev_name, qp->qp_num, strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    return UCS_OK;
+}
+
+void uct_hipower_qp_destroy(uct_hipower_iface_t *iface, struct ibv_qp *qp)
+{
+    int ret = ibv_destroy_qp(qp);
+
+    if (ret != 0) {
+        ucs_warn("hipower %s: ibv_destroy_qp(0x%x) failed: %s",
+                 iface->dev_name, qp->qp_num, strerror(ret));
+    }
+}
+
+void uct_hipower_port_estimate(const struct ibv_port_attr *port_attr,
+                               size_t mtu, double *latency_p,
+                               double *bandwidth_p)
+{
+    double lane_gbps, encoding, lanes, header_bytes;
+
+    /* IBTA PortInfo: width 1x, 4x, 8x, 12x, 2x */
+    switch (port_attr->active_width) {
+    case 2:  lanes = 4;  break;
+    case 4:  lanes = 8;  break;
+    case 8:  lanes = 12; break;
+    case 16: lanes = 2;  break;
+    default: lanes = 1;  break;
+    }
+
+    /* Per-lane signalling rate and line code; link latency as UCX assumes
+     * for the same generation, so that UCP compares like with like */
+    switch (port_attr->active_speed) {
+    case 2:   lane_gbps = 5.0;       encoding = 0.8;         *latency_p = 2500e-9; break;
+    case 4:   lane_gbps = 10.0;      encoding = 0.8;         *latency_p = 1300e-9; break;
+    case 8:   lane_gbps = 10.3125;   encoding = 64.0 / 66.0; *latency_p = 700e-9;  break;
+    case 16:  lane_gbps = 14.0625;   encoding = 64.0 / 66.0; *latency_p = 700e-9;  break;
+    case 32:  lane_gbps = 25.78125;  encoding = 64.0 / 66.0; *latency_p = 600e-9;  break;
+    case 64:  lane_gbps = 51.5625;   encoding = 64.0 / 66.0; *latency_p = 600e-9;  break;
+    case 128: lane_gbps = 100.0;     encoding = 64.0 / 66.0; *latency_p = 600e-9;  break;
+    default:  lane_gbps = 2.5;       encoding = 0.8;         *latency_p = 5000e-9; break;
+    }
+
+    /* Per-packet headers: BTH + RETH + ICRC, plus Ethernet/IP/UDP on RoCE */
+    header_bytes = 12 + 16 + 4;
+    if (port_attr->link_layer == IBV_LINK_LAYER_ETHERNET) {
+        header_bytes += 14 + 20 + 8 + 4;
+        *latency_p   += 200e-9;
+    } else {
+        header_bytes += 8 + 2;
+    }
+
+    *bandwidth_p = (lanes * lane_gbps * 1e9 * encoding / 8.0) * mtu /
+                   (mtu + header_bytes);
+}
