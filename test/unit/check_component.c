@@ -71,6 +71,32 @@ START_TEST(test_one_md_per_verbs_device)
 }
 END_TEST
 
+static void check_register(uct_component_h component, uct_md_h md)
+{
+    const size_t length = 3 * 4096 + 100;
+    uint32_t packed[2] = {0, 0xdeadbeef};
+    uct_rkey_bundle_t bundle;
+    uct_mem_h memh, memh2;
+    char *buffer;
+
+    buffer = malloc(length);
+    ck_assert_ptr_nonnull(buffer);
+    ck_assert_int_eq(uct_md_mem_reg(md, buffer, length, UCT_MD_MEM_ACCESS_ALL, &memh), UCS_OK);
+    ck_assert_int_eq(uct_md_mkey_pack(md, memh, packed), UCS_OK);
+    ck_assert_uint_eq(packed[1], 0xdeadbeef); /* 4 bytes, as advertised */
+    ck_assert_int_eq(uct_rkey_unpack(component, packed, &bundle), UCS_OK);
+    ck_assert_uint_eq(bundle.rkey, packed[0]);
+    uct_rkey_release(component, &bundle);
+
+    /* A second registration of a part of it is served too (cache or not) */
+    ck_assert_int_eq(uct_md_mem_reg(md, buffer + 4096, 4096, UCT_MD_MEM_ACCESS_ALL,
+                                    &memh2),
+                     UCS_OK);
+    ck_assert_int_eq(uct_md_mem_dereg(md, memh2), UCS_OK);
+    ck_assert_int_eq(uct_md_mem_dereg(md, memh), UCS_OK);
+    free(buffer);
+}
+
 static uct_md_config_t *read_md_config(uct_component_h component)
 {
     uct_md_config_t *config;
@@ -98,9 +124,10 @@ START_TEST(test_md_open_unknown_device)
 }
 END_TEST
 
-/* On the rig (or RDMA hardware) every device opens, and the MD claims no
- * capability it does not implement yet. Without devices there is nothing
- * to open, which test_one_md_per_verbs_device already checks. */
+/* On the rig (or RDMA hardware) every device opens and registers memory:
+ * the packed remote key unpacks to the same key, and deregistration works.
+ * Without devices there is nothing to open, which
+ * test_one_md_per_verbs_device already checks. */
 START_TEST(test_md_open_every_device)
 {
     uct_component_attr_t attr;
@@ -127,7 +154,11 @@ START_TEST(test_md_open_every_device)
                                      config, &md),
                          UCS_OK);
         ck_assert_int_eq(uct_md_query(md, &md_attr), UCS_OK);
-        ck_assert_uint_eq(md_attr.cap.flags & UCT_MD_FLAG_REG, 0);
+        ck_assert_uint_eq(md_attr.cap.flags & (UCT_MD_FLAG_REG |
+                                               UCT_MD_FLAG_NEED_RKEY),
+                          UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY);
+        ck_assert_uint_eq(md_attr.rkey_packed_size, sizeof(uint32_t));
+        check_register(component, md);
         uct_md_close(md);
     }
 

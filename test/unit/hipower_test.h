@@ -18,5 +18,6 @@ int hipower_test_print_components(void);
 
 Suite *hipower_component_suite(void);
 Suite *hipower_glue_suite(void);
+Suite *hipower_protocol_suite(void);
 
 #endif

@@ -140,7 +140,7 @@ static ucs_status_t uct_hipower_ep_post(uct_hipower_ep_t *ep,
     ep->tx.sq_available -= nwr;
     if (op != NULL) {
         op->sn       = ep->tx.sn - 1;
-        op->msg_head = ep->tx.ring.head;
+        op->msg_count = ep->tx.msgs;
         ucs_queue_push(&ep->tx.outstanding, &op->queue);
     }
     if (signal) {
@@ -314,6 +314,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     seq  = hipower_tx_ring_take(&ep->tx.ring);
     slot = hipower_ring_slot(ep->tx.ring.num_slots, seq);
     hipower_slot_hdr_init(hdr, am_id, length, seq);
+    ep->tx.msgs++;
 
     data_wr->opcode              = IBV_WR_RDMA_WRITE;
     data_wr->wr.rdma.remote_addr = ep->peer.slots_addr +
@@ -347,6 +348,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
         /* Nothing was posted: give the slot back */
         hipower_bitmap_toggle(ep->tx.ring.written, slot);
         ep->tx.ring.head--;
+        ep->tx.msgs--;
         return status;
     }
 
@@ -529,16 +531,16 @@ ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     return UCS_INPROGRESS;
 }
 
-/* Pull mode: make the bitmap the peer reads say which messages have landed */
-static void uct_hipower_ep_publish(uct_hipower_ep_t *ep, uint32_t msg_head)
+/* Pull mode: make the bitmap the peer reads say which messages have landed.
+ * Counts messages, not sequence numbers, which restart at the ring's period */
+static void uct_hipower_ep_publish(uct_hipower_ep_t *ep, uint64_t msg_count)
 {
-    uint32_t seq;
-
-    for (seq = ep->tx.published; seq != msg_head; ++seq) {
-        hipower_bitmap_toggle(ep->ctrl->published,
-                              hipower_ring_slot(ep->tx.ring.num_slots, seq));
+    for (; ep->tx.published < msg_count; ++ep->tx.published) {
+        hipower_bitmap_toggle(ep->ctrl->published, ep->tx.publish_slot);
+        if (++ep->tx.publish_slot == ep->tx.ring.num_slots) {
+            ep->tx.publish_slot = 0;
+        }
     }
-    ep->tx.published = msg_head;
 }
 
 void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, uint64_t sn)
@@ -577,7 +579,7 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, uint64_t sn)
         }
 
         if (iface->config.notify == UCT_HIPOWER_NOTIFY_PULL) {
-            uct_hipower_ep_publish(ep, op->msg_head);
+            uct_hipower_ep_publish(ep, op->msg_count);
         }
         ucs_mpool_put_inline(op);
     }
@@ -819,8 +821,8 @@ ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
         }
         op->type     = UCT_HIPOWER_OP_COMP;
         op->comp     = comp;
-        op->sn       = ep->tx.sn - 1;
-        op->msg_head = ep->tx.ring.head;
+        op->sn        = ep->tx.sn - 1;
+        op->msg_count = ep->tx.msgs;
         ucs_queue_push(&ep->tx.outstanding, &op->queue);
     }
 
@@ -1086,6 +1088,8 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->tx.unsignaled   = 0;
     self->tx.signaled     = 0;
     self->tx.published    = 0;
+    self->tx.publish_slot = 0;
+    self->tx.msgs         = 0;
     self->tx.sq_available = iface->config.tx_queue_len;
     self->peer.qp_num     = 0;
     ucs_queue_head_init(&self->tx.outstanding);

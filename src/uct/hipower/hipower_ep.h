@@ -48,7 +48,9 @@ typedef struct uct_hipower_ep {
     struct {
         hipower_tx_ring_t        ring;
         uint32_t                 threshold;    /* Recycle below this many */
-        uint32_t                 published;    /* Pull: messages published */
+        uint64_t                 msgs;         /* Messages posted */
+        uint64_t                 published;    /* Pull: messages published */
+        uint32_t                 publish_slot; /* Pull: next slot to publish */
         uint16_t                 sq_available; /* Free send queue entries */
         uint16_t                 unsignaled;   /* WRs since last signaled */
         uint16_t                 signaled;     /* Signaled WRs in flight */

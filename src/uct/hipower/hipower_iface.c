@@ -640,6 +640,8 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_iface_t)
                  self->dev_name, ucs_list_length(&self->ep_list));
     }
 
+    uct_base_iface_progress_disable(&self->super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     if (self->config.print_stats) {
         uct_hipower_stats_print(&self->stats, self->dev_name, stderr);
     }

@@ -161,7 +161,7 @@ typedef struct uct_hipower_tx_op {
     ucs_queue_elem_t             queue;
     uint64_t                     sn;       /* Of the work request */
     uct_completion_t             *comp;    /* User completion, or NULL */
-    uint32_t                     msg_head; /* Messages posted up to this op */
+    uint64_t                     msg_count; /* Messages posted up to this op */
     uint32_t                     lkey;     /* Of the buffer that follows */
     uint8_t                      type;     /* uct_hipower_op_type_t */
 } uct_hipower_tx_op_t;

@@ -1,0 +1,751 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ *
+ * The hipower transport through UCT's public API, between two verbs devices
+ * (the first two of $HIPOWER_RIG_DEVICES) in one process: interface A sends,
+ * interface B receives, each on its own worker so a test can stop one side.
+ * Every message carries its endpoint, sequence number, AM id, length and a
+ * checksum of its bytes; the receiver checks all of them, so a lost,
+ * duplicated, reordered or corrupted message fails the test. Handlers keep
+ * some descriptors and check them again when they release them, which fails
+ * if a slot were reused while held.
+ */
+#include <check.h>
+#include <uct/api/uct.h>
+#include <ucs/async/async_fwd.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NUM_AM_IDS      4
+#define MAX_PAIRS       16
+#define MAX_HELD        64
+#define ZCOPY_BUFS      16
+#define MSG_HDR_SIZE    sizeof(msg_hdr_t)
+
+
+typedef struct {
+    uint32_t pair;
+    uint32_t seq;
+    uint32_t length;   /* Whole AM data, header included */
+    uint32_t checksum; /* Of the bytes after the header */
+    uint8_t  am_id;
+    uint8_t  pad[7];
+} msg_hdr_t;
+
+typedef struct {
+    uct_md_h           md;
+    uct_worker_h       worker;
+    ucs_async_context_t *async;
+    uct_iface_h        iface;
+    uct_iface_attr_t   attr;
+    uct_device_addr_t  *dev_addr;
+    char               dev[64];
+} side_t;
+
+typedef struct {
+    uct_ep_h  ep_a;         /* A -> B */
+    uct_ep_h  ep_b;         /* B -> A, only to connect */
+    uint32_t  next_seq;     /* Sender */
+    uint32_t  expected_seq; /* Receiver */
+} pair_t;
+
+typedef struct {
+    uct_completion_t comp;
+    void             *buffer;
+    uct_mem_h        memh;
+    int              busy;
+} zbuf_t;
+
+static side_t  side_a, side_b;
+static pair_t  pairs[MAX_PAIRS];
+static int     num_pairs;
+static void    *held[MAX_HELD];
+static int     num_held;
+static double  hold_probability;
+static int     errors;
+static uint64_t received, rx_bytes;
+static zbuf_t  zbufs[ZCOPY_BUFS];
+static unsigned rand_state = 12345;
+
+
+static unsigned next_rand(void)
+{
+    rand_state = rand_state * 1103515245u + 12345u;
+    return (rand_state >> 8) & 0xffffff;
+}
+
+static uint32_t checksum(const uint8_t *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+
+    while (n-- > 0) {
+        h = (h ^ *p++) * 16777619u;
+    }
+    return h;
+}
+
+static void fill_message(void *buf, uint32_t pair, uint32_t seq, uint8_t am_id,
+                         size_t length)
+{
+    msg_hdr_t *hdr = buf;
+    uint8_t *body  = (uint8_t*)(hdr + 1);
+    size_t i;
+
+    for (i = 0; i < length - MSG_HDR_SIZE; ++i) {
+        body[i] = (uint8_t)(seq * 31 + i * 7 + pair);
+    }
+    hdr->pair     = pair;
+    hdr->seq      = seq;
+    hdr->length   = length;
+    hdr->am_id    = am_id;
+    hdr->checksum = checksum(body, length - MSG_HDR_SIZE);
+    memset(hdr->pad, 0, sizeof(hdr->pad));
+}
+
+/* Whether a received message is intact; does not check its order */
+static int message_intact(const void *data, size_t length, uint8_t am_id)
+{
+    const msg_hdr_t *hdr = data;
+
+    return (length >= MSG_HDR_SIZE) && (hdr->length == length) &&
+           (hdr->am_id == am_id) && (hdr->pair < (uint32_t)num_pairs) &&
+           (hdr->checksum == checksum((const uint8_t*)(hdr + 1),
+                                      length - MSG_HDR_SIZE));
+}
+
+static ucs_status_t am_handler(void *arg, void *data, size_t length,
+                               unsigned flags)
+{
+    uint8_t am_id        = (uint8_t)(uintptr_t)arg;
+    const msg_hdr_t *hdr = data;
+
+    if (!message_intact(data, length, am_id)) {
+        fprintf(stderr, "corrupt message: am_id %u length %zu\n", am_id,
+                length);
+        ++errors;
+        return UCS_OK;
+    }
+
+    if (hdr->seq != pairs[hdr->pair].expected_seq) {
+        fprintf(stderr, "pair %u: got seq %u, expected %u\n", hdr->pair,
+                hdr->seq, pairs[hdr->pair].expected_seq);
+        ++errors;
+    }
+    pairs[hdr->pair].expected_seq = hdr->seq + 1;
+    ++received;
+    rx_bytes += length;
+
+    if ((flags & UCT_CB_PARAM_FLAG_DESC) && (num_held < MAX_HELD) &&
+        ((next_rand() % 1000) < hold_probability * 1000)) {
+        held[num_held++] = data;
+        return UCS_INPROGRESS;
+    }
+    return UCS_OK;
+}
+
+/* Releases kept descriptors after checking they were not overwritten */
+static void release_held(int keep)
+{
+    const msg_hdr_t *hdr;
+
+    while (num_held > keep) {
+        hdr = held[--num_held];
+        if (!message_intact(hdr, hdr->length, hdr->am_id)) {
+            fprintf(stderr, "a held descriptor was overwritten\n");
+            ++errors;
+        }
+        uct_iface_release_desc(held[num_held]);
+    }
+}
+
+static void progress(int a, int b)
+{
+    if (a) {
+        uct_worker_progress(side_a.worker);
+    }
+    if (b) {
+        uct_worker_progress(side_b.worker);
+    }
+}
+
+static void open_side(side_t *side, const char *dev)
+{
+    uct_component_attr_t comp_attr;
+    uct_iface_params_t params;
+    uct_component_h *components;
+    uct_iface_config_t *iface_config;
+    uct_md_config_t *md_config;
+    unsigned i, num_components;
+    uct_component_h comp = NULL;
+    char md_name[64];
+
+    snprintf(side->dev, sizeof(side->dev), "%s:1", dev);
+    snprintf(md_name, sizeof(md_name), "%s", dev);
+
+    ck_assert_int_eq(uct_query_components(&components, &num_components),
+                     UCS_OK);
+    comp_attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+    for (i = 0; i < num_components; ++i) {
+        uct_component_query(components[i], &comp_attr);
+        if (!strcmp(comp_attr.name, "hipower")) {
+            comp = components[i];
+        }
+    }
+    ck_assert_msg(comp != NULL, "hipower component not loaded (hipower-run?)");
+
+    ck_assert_int_eq(uct_md_config_read(comp, NULL, NULL, &md_config), UCS_OK);
+    ck_assert_int_eq(uct_md_open(comp, md_name, md_config, &side->md), UCS_OK);
+    uct_config_release(md_config);
+    uct_release_component_list(components);
+
+    ck_assert_int_eq(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                              &side->async), UCS_OK);
+    ck_assert_int_eq(uct_worker_create(side->async, UCS_THREAD_MODE_SINGLE,
+                                       &side->worker), UCS_OK);
+
+    ck_assert_int_eq(uct_md_iface_config_read(side->md, "hipower", NULL, NULL,
+                                              &iface_config), UCS_OK);
+    memset(&params, 0, sizeof(params));
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE   |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE      |
+                                  UCT_IFACE_PARAM_FIELD_STATS_ROOT  |
+                                  UCT_IFACE_PARAM_FIELD_RX_HEADROOM |
+                                  UCT_IFACE_PARAM_FIELD_CPU_MASK;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = "hipower";
+    params.mode.device.dev_name = side->dev;
+    params.stats_root           = NULL;
+    params.rx_headroom          = 0;
+    UCS_CPU_ZERO(&params.cpu_mask);
+    ck_assert_int_eq(uct_iface_open(side->md, side->worker, &params,
+                                    iface_config, &side->iface), UCS_OK);
+    uct_config_release(iface_config);
+
+    ck_assert_int_eq(uct_iface_query(side->iface, &side->attr), UCS_OK);
+    side->dev_addr = malloc(side->attr.device_addr_len);
+    ck_assert_int_eq(uct_iface_get_device_address(side->iface, side->dev_addr),
+                     UCS_OK);
+    uct_iface_progress_enable(side->iface,
+                              UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+}
+
+static void close_side(side_t *side)
+{
+    uct_iface_close(side->iface);
+    uct_worker_destroy(side->worker);
+    ucs_async_context_destroy(side->async);
+    uct_md_close(side->md);
+    free(side->dev_addr);
+}
+
+static void connect_pair(pair_t *pair)
+{
+    uct_ep_params_t params;
+    void *addr_a, *addr_b;
+
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+    params.iface      = side_a.iface;
+    ck_assert_int_eq(uct_ep_create(&params, &pair->ep_a), UCS_OK);
+    params.iface      = side_b.iface;
+    ck_assert_int_eq(uct_ep_create(&params, &pair->ep_b), UCS_OK);
+
+    addr_a = malloc(side_a.attr.ep_addr_len);
+    addr_b = malloc(side_b.attr.ep_addr_len);
+    ck_assert_int_eq(uct_ep_get_address(pair->ep_a, addr_a), UCS_OK);
+    ck_assert_int_eq(uct_ep_get_address(pair->ep_b, addr_b), UCS_OK);
+    ck_assert_int_eq(uct_ep_connect_to_ep(pair->ep_a, side_b.dev_addr, addr_b),
+                     UCS_OK);
+    ck_assert_int_eq(uct_ep_connect_to_ep(pair->ep_b, side_a.dev_addr, addr_a),
+                     UCS_OK);
+    free(addr_a);
+    free(addr_b);
+    pair->next_seq     = 0;
+    pair->expected_seq = 0;
+}
+
+static void setup_pairs(int n)
+{
+    const char *devs = getenv("HIPOWER_RIG_DEVICES");
+    char dev0[32] = "", dev1[32] = "";
+    uint8_t id;
+    int i;
+
+    ck_assert_msg(devs != NULL, "HIPOWER_RIG_DEVICES is not set");
+    ck_assert_int_ge(sscanf(devs, "%31s %31s", dev0, dev1), 1);
+    if (dev1[0] == '\0') {
+        strcpy(dev1, dev0);
+    }
+
+    open_side(&side_a, dev0);
+    open_side(&side_b, dev1);
+    for (id = 0; id < NUM_AM_IDS; ++id) {
+        ck_assert_int_eq(uct_iface_set_am_handler(side_b.iface, id, am_handler,
+                                                  (void*)(uintptr_t)id, 0),
+                         UCS_OK);
+    }
+
+    num_pairs = n;
+    for (i = 0; i < n; ++i) {
+        connect_pair(&pairs[i]);
+    }
+    num_held = 0;
+    errors   = 0;
+    received = rx_bytes = 0;
+}
+
+static void flush_comp_cb(uct_completion_t *self)
+{
+}
+
+/* Flushes every endpoint and waits, progressing only the sender side */
+static void flush_all(void)
+{
+    uct_completion_t comp;
+    ucs_status_t status;
+    int i;
+
+    for (i = 0; i < num_pairs; ++i) {
+        comp.func   = flush_comp_cb;
+        comp.count  = 1;
+        comp.status = UCS_OK;
+        do {
+            status = uct_ep_flush(pairs[i].ep_a, 0, &comp);
+            progress(1, 0);
+        } while (status == UCS_ERR_NO_RESOURCE);
+        ck_assert_msg((status == UCS_OK) || (status == UCS_INPROGRESS),
+                      "flush: %s", ucs_status_string(status));
+        if (status == UCS_INPROGRESS) {
+            while (comp.count > 0) {
+                progress(1, 0);
+            }
+            ck_assert_int_eq(comp.status, UCS_OK);
+        }
+    }
+}
+
+static void teardown_pairs(void)
+{
+    int i;
+
+    release_held(0);
+    for (i = 0; i < num_pairs; ++i) {
+        uct_ep_destroy(pairs[i].ep_a);
+        uct_ep_destroy(pairs[i].ep_b);
+    }
+    close_side(&side_a);
+    close_side(&side_b);
+}
+
+typedef struct {
+    uint8_t  *buf;
+    size_t   length;
+} pack_arg_t;
+
+static size_t pack_cb(void *dest, void *arg)
+{
+    pack_arg_t *pack = arg;
+
+    memcpy(dest, pack->buf, pack->length);
+    return pack->length;
+}
+
+static void zbuf_comp_cb(uct_completion_t *self)
+{
+    zbuf_t *zbuf = ucs_container_of(self, zbuf_t, comp);
+
+    /* Canceled only when a test destroys the endpoint on purpose */
+    if ((self->status != UCS_OK) && (self->status != UCS_ERR_CANCELED)) {
+        fprintf(stderr, "zcopy completed with %s\n",
+                ucs_status_string(self->status));
+        ++errors;
+    }
+    zbuf->busy = 0;
+}
+
+/* One message of @a length bytes with a random layout; UCS_ERR_NO_RESOURCE
+ * if the transport has no room right now */
+static ucs_status_t send_one(pair_t *pair, int pair_idx, uint8_t am_id,
+                             size_t length, int layout)
+{
+    static uint8_t buf[65536];
+    pack_arg_t pack;
+    uct_iov_t iov;
+    zbuf_t *zbuf = NULL;
+    ssize_t packed;
+    ucs_status_t status;
+    int i;
+
+    fill_message(buf, pair_idx, pair->next_seq, am_id, length);
+    switch (layout) {
+    case 0:
+        status = uct_ep_am_short(pair->ep_a, am_id, *(uint64_t*)buf, buf + 8,
+                                 length - 8);
+        break;
+    case 1:
+        pack.buf    = buf;
+        pack.length = length;
+        packed      = uct_ep_am_bcopy(pair->ep_a, am_id, pack_cb, &pack, 0);
+        status      = (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+        if (status == UCS_OK) {
+            ck_assert_int_eq(packed, length);
+        }
+        break;
+    default:
+        for (i = 0; i < ZCOPY_BUFS; ++i) {
+            if (!zbufs[i].busy) {
+                zbuf = &zbufs[i];
+                break;
+            }
+        }
+        if (zbuf == NULL) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        /* Header through the AM header, the rest zero-copy */
+        memcpy(zbuf->buffer, buf + 16, length - 16);
+        iov.buffer = zbuf->buffer;
+        iov.length = length - 16;
+        iov.memh   = zbuf->memh;
+        iov.stride = 0;
+        iov.count  = 1;
+        zbuf->comp.func   = zbuf_comp_cb;
+        zbuf->comp.count  = 1;
+        zbuf->comp.status = UCS_OK;
+        status = uct_ep_am_zcopy(pair->ep_a, am_id, buf, 16, &iov, 1, 0,
+                                 &zbuf->comp);
+        if (status == UCS_INPROGRESS) {
+            zbuf->busy = 1;
+            status     = UCS_OK;
+        }
+        break;
+    }
+
+    if (status == UCS_OK) {
+        ++pair->next_seq;
+    }
+    return status;
+}
+
+static void alloc_zbufs(void)
+{
+    int i;
+
+    for (i = 0; i < ZCOPY_BUFS; ++i) {
+        zbufs[i].buffer = malloc(side_a.attr.cap.am.max_zcopy);
+        zbufs[i].busy   = 0;
+        ck_assert_int_eq(uct_md_mem_reg(side_a.md, zbufs[i].buffer,
+                                        side_a.attr.cap.am.max_zcopy, UCT_MD_MEM_ACCESS_ALL,
+                                        &zbufs[i].memh), UCS_OK);
+    }
+}
+
+static void free_zbufs(void)
+{
+    int i;
+
+    for (i = 0; i < ZCOPY_BUFS; ++i) {
+        while (zbufs[i].busy) {
+            progress(1, 1);
+        }
+        uct_md_mem_dereg(side_a.md, zbufs[i].memh);
+        free(zbufs[i].buffer);
+    }
+}
+
+static uint64_t total_sent(void)
+{
+    uint64_t n = 0;
+    int i;
+
+    for (i = 0; i < num_pairs; ++i) {
+        n += pairs[i].next_seq;
+    }
+    return n;
+}
+
+static void wait_all_received(void)
+{
+    uint64_t sent = total_sent();
+    unsigned spins = 0;
+
+    flush_all();
+    /* Flushed means written into B's slots: B's progress alone delivers */
+    while (received < sent) {
+        progress(0, 1);
+        release_held(MAX_HELD / 2);
+        ck_assert_msg(++spins < 100000000, "lost messages: %lu of %lu",
+                      received, sent);
+    }
+}
+
+static size_t random_length(int layout)
+{
+    size_t max = (layout == 0) ? side_a.attr.cap.am.max_short :
+                 (layout == 1) ? side_a.attr.cap.am.max_bcopy :
+                                 side_a.attr.cap.am.max_zcopy;
+    size_t min = MSG_HDR_SIZE;
+
+    /* Mostly small, sometimes up to the limit */
+    if (next_rand() % 4) {
+        max = (max < 256) ? max : 256;
+    }
+    return min + next_rand() % (max - min + 1);
+}
+
+/* Random traffic over several endpoints: in order, once, intact */
+START_TEST(test_random_traffic)
+{
+    const unsigned num_msgs = getenv("HIPOWER_TEST_MSGS") ?
+                              atoi(getenv("HIPOWER_TEST_MSGS")) : 200000;
+    unsigned i, layout;
+    ucs_status_t status;
+    pair_t *pair;
+    int p;
+
+    setup_pairs(4);
+    alloc_zbufs();
+    hold_probability = 0.01;
+
+    for (i = 0; i < num_msgs; ++i) {
+        p      = next_rand() % num_pairs;
+        pair   = &pairs[p];
+        layout = next_rand() % 3;
+        do {
+            status = send_one(pair, p, next_rand() % NUM_AM_IDS,
+                              random_length(layout), layout);
+            if (status == UCS_ERR_NO_RESOURCE) {
+                progress(1, 1);
+                release_held(MAX_HELD / 2);
+            }
+        } while (status == UCS_ERR_NO_RESOURCE);
+        ck_assert_int_eq(status, UCS_OK);
+        if ((i % 64) == 0) {
+            progress(1, 1);
+        }
+        if ((i % 20000) == 0) {
+            printf("  random traffic: %u of %u sent, %lu received\n", i,
+                   num_msgs, received);
+            fflush(stdout);
+        }
+    }
+
+    wait_all_received();
+    free_zbufs();
+    ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(received, num_msgs);
+    for (p = 0; p < num_pairs; ++p) {
+        ck_assert_uint_eq(pairs[p].expected_seq, pairs[p].next_seq);
+    }
+    printf("  random traffic: %lu messages, %lu bytes delivered in order\n",
+           received, rx_bytes);
+    teardown_pairs();
+}
+END_TEST
+
+typedef struct {
+    uct_pending_req_t req;
+    pair_t            *pair;
+    int               pair_idx;
+    size_t            length;
+    int               done;
+} pending_send_t;
+
+static ucs_status_t pending_cb(uct_pending_req_t *self)
+{
+    pending_send_t *ps = ucs_container_of(self, pending_send_t, req);
+    ucs_status_t status;
+
+    status = send_one(ps->pair, ps->pair_idx, 1, ps->length, 1);
+    if (status == UCS_OK) {
+        ps->done = 1;
+    }
+    return status;
+}
+
+/* A receiver that holds every descriptor and stops progressing: the sender
+ * runs out of slots, falls back to pending, and resumes without loss */
+START_TEST(test_slot_exhaustion_pending)
+{
+    static pending_send_t reqs[256];
+    unsigned sent_direct = 0, queued = 0, spins;
+    ucs_status_t status;
+    unsigned i;
+
+    setup_pairs(1);
+    hold_probability = 1.0; /* Keep everything: slots stay taken */
+
+    for (i = 0; i < 256; ++i) {
+        status = send_one(&pairs[0], 0, 1, 100, 1);
+        if (status == UCS_OK) {
+            ++sent_direct;
+            progress(1, 0);
+            continue;
+        }
+        ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
+        reqs[queued].req.func = pending_cb;
+        reqs[queued].pair     = &pairs[0];
+        reqs[queued].pair_idx = 0;
+        reqs[queued].length   = 100;
+        reqs[queued].done     = 0;
+        status = uct_ep_pending_add(pairs[0].ep_a, &reqs[queued].req, 0);
+        if (status == UCS_ERR_BUSY) {
+            /* Resources came back meanwhile */
+            continue;
+        }
+        ck_assert_int_eq(status, UCS_OK);
+        ++queued;
+    }
+
+    /* The receiver cannot have more than its slots outstanding */
+    ck_assert_uint_gt(queued, 0);
+    ck_assert_uint_le(sent_direct, 4096);
+
+    /* Only the sender progresses: nothing may be dispatched yet, because
+     * the receiver has consumed nothing */
+    for (spins = 0; spins < 2000; ++spins) {
+        progress(1, 0);
+    }
+    ck_assert_int_eq(reqs[0].done, 0);
+
+    /* Receiver progresses and releases: everything goes through */
+    hold_probability = 0;
+    for (spins = 0; (received < sent_direct + queued) && (spins < 50000000);
+         ++spins) {
+        progress(1, 1);
+        release_held(0);
+    }
+    wait_all_received();
+    ck_assert_int_eq(errors, 0);
+    for (i = 0; i < queued; ++i) {
+        ck_assert_msg(reqs[i].done, "pending request %u never ran", i);
+    }
+    ck_assert_uint_eq(received, sent_direct + queued);
+    teardown_pairs();
+}
+END_TEST
+
+/* Flush completes only when the messages are in the receiver's memory:
+ * after it, the receiver delivers them without the sender doing anything */
+START_TEST(test_flush_means_delivered)
+{
+    unsigned i, round, spins;
+
+    setup_pairs(2);
+    hold_probability = 0;
+    for (round = 0; round < 20; ++round) {
+        for (i = 0; i < 10; ++i) {
+            ck_assert_int_eq(send_one(&pairs[i % 2], i % 2, i % NUM_AM_IDS,
+                                      24 + i * 100, 1), UCS_OK);
+        }
+        flush_all();
+        for (spins = 0; (received < total_sent()) && (spins < 1000); ++spins) {
+            progress(0, 1);
+        }
+        ck_assert_uint_eq(received, total_sent());
+    }
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/* Sixteen endpoints on one interface at once */
+START_TEST(test_sixteen_endpoints)
+{
+    unsigned i;
+    int p;
+
+    setup_pairs(16);
+    hold_probability = 0.05;
+    for (i = 0; i < 20; ++i) {
+        for (p = 0; p < num_pairs; ++p) {
+            while (send_one(&pairs[p], p, i % NUM_AM_IDS, 64 + 8 * p, 1) ==
+                   UCS_ERR_NO_RESOURCE) {
+                progress(1, 1);
+                release_held(0);
+            }
+        }
+        progress(1, 1);
+    }
+    wait_all_received();
+    ck_assert_int_eq(errors, 0);
+    for (p = 0; p < num_pairs; ++p) {
+        ck_assert_uint_eq(pairs[p].expected_seq, 20);
+    }
+    teardown_pairs();
+}
+END_TEST
+
+/* Destroying endpoints with traffic in flight and descriptors held must not
+ * crash or leak (run under valgrind by the rig test) */
+START_TEST(test_destroy_in_flight)
+{
+    unsigned i;
+    int p;
+
+    setup_pairs(4);
+    alloc_zbufs();
+    hold_probability = 0.2;
+    for (i = 0; i < 400; ++i) {
+        p = i % num_pairs;
+        /* Zero-copy only on the pair whose sender is destroyed */
+        if (send_one(&pairs[p], p, 2, 32 + (i * 37) % 3000,
+                     (p == 0) ? i % 3 : i % 2) == UCS_ERR_NO_RESOURCE) {
+            progress(1, 1);
+        }
+        if ((i % 50) == 0) {
+            progress(0, 1);
+        }
+    }
+
+    /* Pair 0's sender goes away mid-stream, zcopy completions included */
+    uct_ep_destroy(pairs[0].ep_a);
+    for (i = 0; i < ZCOPY_BUFS; ++i) {
+        ck_assert_msg(!zbufs[i].busy, "zcopy %u not completed by destroy", i);
+    }
+    pairs[0].ep_a = NULL;
+    for (i = 0; i < 1000; ++i) {
+        progress(1, 1);
+    }
+    /* Receivers destroyed while the user still holds their descriptors */
+    for (p = 0; p < num_pairs; ++p) {
+        uct_ep_destroy(pairs[p].ep_b);
+        pairs[p].ep_b = NULL;
+    }
+    release_held(0);
+    for (p = 1; p < num_pairs; ++p) {
+        uct_ep_destroy(pairs[p].ep_a);
+    }
+    free_zbufs();
+    close_side(&side_a);
+    close_side(&side_b);
+    ck_assert_int_eq(errors, 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *suite   = suite_create("hipower transport");
+    TCase *tcase   = tcase_create("uct");
+    TCase *destroy = tcase_create("destroy");
+    SRunner *runner;
+    int failed;
+
+    tcase_set_timeout(tcase, 1800);
+    tcase_add_test(tcase, test_flush_means_delivered);
+    tcase_add_test(tcase, test_slot_exhaustion_pending);
+    tcase_add_test(tcase, test_sixteen_endpoints);
+    tcase_add_test(tcase, test_random_traffic);
+    suite_add_tcase(suite, tcase);
+    /* Its own case, so valgrind can run it alone (CK_RUN_CASE=destroy) */
+    tcase_set_timeout(destroy, 1800);
+    tcase_add_test(destroy, test_destroy_in_flight);
+    suite_add_tcase(suite, destroy);
+
+    runner = srunner_create(suite);
+    srunner_run_all(runner, CK_VERBOSE);
+    failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return (failed == 0) ? EXIT_SUCCESS : EXIT_FAILURE;
+}
