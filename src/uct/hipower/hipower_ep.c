@@ -352,6 +352,8 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
         return status;
     }
 
+    /* Flush waits for this, not for our own bitmap reads after it */
+    ep->tx.user_end_sn = ep->tx.sn;
     iface->stats.tx_msgs++;
     iface->stats.tx_bytes    += length;
     iface->stats.rdma_writes += push ? 2 : 1;
@@ -802,7 +804,7 @@ ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    if (ep->tx.acked_sn == ep->tx.sn) {
+    if ((int64_t)(ep->tx.acked_sn - ep->tx.user_end_sn) >= 0) {
         UCT_TL_EP_STAT_FLUSH(&ep->super);
         return UCS_OK;
     }
@@ -1085,6 +1087,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->flags           = 0;
     self->tx.sn           = 0;
     self->tx.acked_sn     = 0;
+    self->tx.user_end_sn  = 0;
     self->tx.unsignaled   = 0;
     self->tx.signaled     = 0;
     self->tx.published    = 0;

@@ -56,6 +56,7 @@ typedef struct uct_hipower_ep {
         uint16_t                 signaled;     /* Signaled WRs in flight */
         uint64_t                 sn;           /* Of the next work request */
         uint64_t                 acked_sn;     /* All WRs before it are done */
+        uint64_t                 user_end_sn;  /* WRs of user ops end here */
         ucs_queue_head_t         outstanding;  /* uct_hipower_tx_op_t */
     } tx;
 

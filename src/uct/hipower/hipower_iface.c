@@ -393,15 +393,12 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
         }
 
         if (iface->config.notify == UCT_HIPOWER_NOTIFY_PULL) {
-            if (ep->flags & UCT_HIPOWER_EP_FLAG_NOTIFY_READ) {
-                continue; /* The bitmap copy is being overwritten */
-            }
-            count += uct_hipower_ep_rx_progress(ep);
-            uct_hipower_ep_post_notify_read(ep);
-            /* The peer sees our writes only once a completion says they
-             * landed: make sure one is coming */
-            if ((ep->tx.unsignaled > 0) && (ep->tx.signaled == 0)) {
-                uct_hipower_ep_flush(&ep->super.super, 0, NULL);
+            /* While a read of the peer's bitmap is out, our copy is being
+             * overwritten. The read is signaled, so its completion also
+             * publishes every write of ours posted before it. */
+            if (!(ep->flags & UCT_HIPOWER_EP_FLAG_NOTIFY_READ)) {
+                count += uct_hipower_ep_rx_progress(ep);
+                uct_hipower_ep_post_notify_read(ep);
             }
         } else {
             count += uct_hipower_ep_rx_progress(ep);

@@ -1,0 +1,63 @@
+# ucx_perftest, an unmodified UCX tool, runs hipower between two devices:
+# am_lat and am_bw with short, bcopy and zcopy messages at 8 B, 64 B, 1 KB,
+# 4 KB and the largest slot payload, in both notification modes. Under
+# sustained am_bcopy 1 KB load the counters must show the batching the
+# design exists for: >= 8 slots recycled per bitmap read, no receive
+# completions.
+. "$(dirname "$0")/lib.sh"
+
+[ ${#RIG_DEVICES[@]} -ge 2 ] || skip "needs two verbs devices"
+iters=${PERFTEST_ITERS:-500}
+max=$(hipower-run ucx_info -d -t hipower | sed -n 's/.*am_bcopy: <= \([0-9]*\).*/\1/p' | head -1)
+[ -n "$max" ] || fail "cannot read hipower's am_bcopy limit from ucx_info"
+short_max=$(hipower-run ucx_info -d -t hipower | sed -n 's/.*am_short: <= \([0-9]*\).*/\1/p' | head -1)
+echo "limits: am_short <= $short_max, am_bcopy/zcopy <= $max"
+
+check_final() {
+    local what=$1 final=$2 f
+    read -r -a f <<< "$final"
+    [ "${f[0]}" = "Final:" ] && [ "${f[1]}" = "$iters" ] ||
+        fail "$what: bad result line '$final'"
+    awk -v v="${f[3]}" -v r="${f[8]}" 'BEGIN { exit !(v > 0 && r > 0) }' ||
+        fail "$what: latency or rate not positive: $final"
+    printf '%-34s lat %8s us  rate %8s msg/s\n' "$what" "${f[2]}" "${f[8]}"
+}
+
+for mode in push pull; do
+    export UCX_HIPOWER_NOTIFY=$mode
+    for test in am_lat am_bw; do
+        for size in 8 64 1024 4096 "$max"; do
+            for layout in short bcopy zcopy; do
+                [ "$layout" = short ] && [ "$size" -gt "$short_max" ] && continue
+                [ "$layout" = zcopy ] && [ "$size" -lt 64 ] && continue
+                final=$(hipower-run perftest-pair -q hipower "$test" "$size" \
+                        "$iters" -D "$layout") ||
+                    fail "$mode $test $size $layout failed"
+                check_final "$mode $test $layout $size B" "$final"
+            done
+        done
+    done
+done
+
+# The batching, from the counters of a sustained am_bcopy 1 KB stream
+export UCX_HIPOWER_NOTIFY=push UCX_HIPOWER_STATS=y
+work=$(mktemp -d)
+PERFTEST_PAIR_KEEP="$work" hipower-run perftest-pair -q hipower am_bw 1024 20000 \
+    -D bcopy > "$work/final" 2> "$work/stderr" || {
+    cat "$work/stderr"; fail "sustained am_bw 1 KB failed"; }
+grep '^hipower-stats' "$work"/*.out "$work/stderr" 2>/dev/null | sed 's/^[^:]*://' | sort -u > "$work/stats"
+cat "$work/stats"
+sender=$(grep ' tx_msgs=[1-9]' "$work/stats" | head -1)
+receiver=$(grep ' rx_msgs=[1-9]' "$work/stats" | head -1)
+[ -n "$sender" ] && [ -n "$receiver" ] || fail "no counters printed"
+per_read=$(echo "$sender" | sed -n 's/.*slots_per_read=\([0-9.]*\).*/\1/p')
+rx_msgs=$(echo "$receiver" | sed -n 's/.* rx_msgs=\([0-9]*\).*/\1/p')
+rx_comp=$(echo "$receiver" | sed -n 's/.* rx_completions=\([0-9]*\).*/\1/p')
+rx_side_cqes=$(echo "$receiver" | sed -n 's/.* tx_completions=\([0-9]*\).*/\1/p')
+echo "slots recycled per bitmap read: $per_read; receiver: $rx_msgs messages," \
+     "$rx_comp receive completions, $rx_side_cqes completions of its own"
+awk -v v="$per_read" 'BEGIN { exit !(v >= 8) }' ||
+    fail "only $per_read slots recycled per bitmap read (want >= 8)"
+[ "$rx_comp" = 0 ] || fail "$rx_comp receive completions"
+rm -rf "$work"
+echo "ok"
