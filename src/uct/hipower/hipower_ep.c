@@ -261,6 +261,53 @@ void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep)
 }
 
 /*
+ * Push mode: the bitmap word that tells the receiver which of its slots
+ * hold new messages. Inline, so the word is copied when posted and never
+ * announces a slot whose payload write was posted after it; RC executes
+ * the writes in order, so the payloads land before the word.
+ */
+static void uct_hipower_ep_bitmap_wr(uct_hipower_ep_t *ep, uint32_t word,
+                                     struct ibv_send_wr *wr,
+                                     struct ibv_sge *sge)
+{
+    sge->addr              = (uintptr_t)&ep->ctrl->written[word];
+    sge->length            = sizeof(hipower_bitmap_word_t);
+    sge->lkey              = ep->ctrl_local_mr->lkey;
+    wr->opcode             = IBV_WR_RDMA_WRITE;
+    wr->send_flags         = IBV_SEND_INLINE;
+    wr->sg_list            = sge;
+    wr->num_sge            = 1;
+    wr->wr.rdma.remote_addr = ep->peer.written_view_addr +
+                              word * sizeof(hipower_bitmap_word_t);
+    wr->wr.rdma.rkey       = ep->peer.ctrl_write_rkey;
+}
+
+/* Push mode: announces messages written but not yet announced */
+ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    ucs_status_t status;
+
+    if (ep->tx.unannounced == 0) {
+        return UCS_OK;
+    }
+
+    if ((ep->tx.sq_available < 1) || (iface->cq_available < 1)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    uct_hipower_ep_bitmap_wr(ep, ep->tx.announce_word, &wr, &sge);
+    status = uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL);
+    if (status == UCS_OK) {
+        ep->tx.unannounced = 0;
+        iface->stats.rdma_writes++;
+    }
+    return status;
+}
+
+/*
  * Admission for one message: fails with UCS_ERR_NO_RESOURCE (the caller may
  * add a pending request) when there is no free peer slot or no room to post.
  * Pending requests go first, so that messages keep their order.
@@ -309,6 +356,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     struct ibv_sge bitmap_sge;
     uint32_t seq, slot, word;
     ucs_status_t status;
+    unsigned nwr;
     int push;
 
     seq  = hipower_tx_ring_take(&ep->tx.ring);
@@ -322,46 +370,55 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     data_wr->wr.rdma.rkey        = ep->peer.slots_rkey;
 
     push = (iface->config.notify == UCT_HIPOWER_NOTIFY_PUSH);
+    nwr  = 1;
     if (push) {
-        /* Inline: the word is copied now, so it never announces a slot
-         * whose payload write was posted after it */
-        word                           = slot / HIPOWER_BITMAP_WORD_BITS;
-        bitmap_sge.addr                = (uintptr_t)&ep->ctrl->written[word];
-        bitmap_sge.length              = sizeof(hipower_bitmap_word_t);
-        bitmap_sge.lkey                = ep->ctrl_local_mr->lkey;
-        bitmap_wr.opcode               = IBV_WR_RDMA_WRITE;
-        bitmap_wr.send_flags           = IBV_SEND_INLINE;
-        bitmap_wr.sg_list              = &bitmap_sge;
-        bitmap_wr.num_sge              = 1;
-        bitmap_wr.wr.rdma.remote_addr  = ep->peer.written_view_addr +
-                                         word * sizeof(hipower_bitmap_word_t);
-        bitmap_wr.wr.rdma.rkey         = ep->peer.ctrl_write_rkey;
-        data_wr->next                  = &bitmap_wr;
-        status = uct_hipower_ep_post(ep, data_wr, &bitmap_wr, 2,
-                                     force_signal, op);
-    } else {
-        status = uct_hipower_ep_post(ep, data_wr, data_wr, 1, force_signal,
-                                     op);
+        word = slot / HIPOWER_BITMAP_WORD_BITS;
+        if ((ep->tx.unannounced > 0) && (word != ep->tx.announce_word)) {
+            /* The new bit lives in another word: announce the old one */
+            status = uct_hipower_ep_announce(ep);
+            if (ucs_unlikely(status != UCS_OK)) {
+                nwr = 0;
+                goto err_undo;
+            }
+        }
+
+        ep->tx.announce_word = word;
+        if (ep->tx.unannounced + 1 >= iface->config.announce_batch) {
+            uct_hipower_ep_bitmap_wr(ep, word, &bitmap_wr, &bitmap_sge);
+            data_wr->next       = &bitmap_wr;
+            nwr                 = 2;
+            ep->tx.unannounced  = 0;
+        } else {
+            ep->tx.unannounced++;
+        }
     }
+    status = uct_hipower_ep_post(ep, data_wr, (nwr == 2) ? &bitmap_wr : data_wr,
+                                 nwr, force_signal, op);
 
     if (ucs_unlikely(status != UCS_OK)) {
-        /* Nothing was posted: give the slot back */
-        hipower_bitmap_toggle(ep->tx.ring.written, slot);
-        ep->tx.ring.head--;
-        ep->tx.msgs--;
-        return status;
+        if (push && (nwr == 1)) {
+            ep->tx.unannounced--;
+        }
+        goto err_undo;
     }
 
     /* Flush waits for this, not for our own bitmap reads after it */
     ep->tx.user_end_sn = ep->tx.sn;
     iface->stats.tx_msgs++;
     iface->stats.tx_bytes    += length;
-    iface->stats.rdma_writes += push ? 2 : 1;
+    iface->stats.rdma_writes += nwr;
 
     if (hipower_tx_ring_wants_recycle(&ep->tx.ring, ep->tx.threshold)) {
         uct_hipower_ep_post_recycle_read(ep);
     }
     return UCS_OK;
+
+err_undo:
+    /* Nothing of this message was posted: give the slot back */
+    hipower_bitmap_toggle(ep->tx.ring.written, slot);
+    ep->tx.ring.head--;
+    ep->tx.msgs--;
+    return status;
 }
 
 ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
@@ -804,6 +861,11 @@ ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
         return UCS_ERR_NO_RESOURCE;
     }
 
+    status = uct_hipower_ep_announce(ep);
+    if (status != UCS_OK) {
+        return status;
+    }
+
     if ((int64_t)(ep->tx.acked_sn - ep->tx.user_end_sn) >= 0) {
         UCT_TL_EP_STAT_FLUSH(&ep->super);
         return UCS_OK;
@@ -1088,6 +1150,8 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->tx.sn           = 0;
     self->tx.acked_sn     = 0;
     self->tx.user_end_sn  = 0;
+    self->tx.unannounced  = 0;
+    self->tx.announce_word = 0;
     self->tx.unsignaled   = 0;
     self->tx.signaled     = 0;
     self->tx.published    = 0;

@@ -57,6 +57,8 @@ typedef struct uct_hipower_ep {
         uint64_t                 sn;           /* Of the next work request */
         uint64_t                 acked_sn;     /* All WRs before it are done */
         uint64_t                 user_end_sn;  /* WRs of user ops end here */
+        uint32_t                 unannounced;  /* Push: messages not announced */
+        uint32_t                 announce_word; /* Push: their bitmap word */
         ucs_queue_head_t         outstanding;  /* uct_hipower_tx_op_t */
     } tx;
 
@@ -118,6 +120,9 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep);
 
 /* Dispatches pending requests while resources last; 1 if the queue emptied */
 int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep);
+
+/* Push mode: writes the bitmap word of messages not yet announced */
+ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep);
 
 /* Posts the pull-mode READ of the peer's published bitmap, if none is out */
 void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep);

@@ -104,6 +104,14 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      ucs_offsetof(uct_hipower_iface_config_t, notify),
      UCS_CONFIG_TYPE_ENUM(uct_hipower_notify_names)},
 
+    {"ANNOUNCE_BATCH", "16",
+     "Push mode: write the bitmap word once per this many messages (1 to\n"
+     "64) instead of after every one. Messages of a batch that is not full\n"
+     "are announced by the next send to another bitmap word, by progress or\n"
+     "by flush, so with batches above 1 a sender must keep progressing.",
+     ucs_offsetof(uct_hipower_iface_config_t, announce_batch),
+     UCS_CONFIG_TYPE_UINT},
+
     {"STATS", "n",
      "Print the interface's counters to stderr when it is closed.",
      ucs_offsetof(uct_hipower_iface_config_t, print_stats),
@@ -192,6 +200,8 @@ uct_hipower_iface_check_config(uct_hipower_iface_t *self,
                                      config->tx_queue_len / 2) ||
         !uct_hipower_config_in_range(self, "TX_MAX_INLINE", config->max_inline,
                                      HIPOWER_SLOT_HDR_SIZE, 1024) ||
+        !uct_hipower_config_in_range(self, "ANNOUNCE_BATCH",
+                                     config->announce_batch, 1, 64) ||
         !uct_hipower_config_in_range(self, "SL", config->sl, 0, 15) ||
         !uct_hipower_config_in_range(self, "TRAFFIC_CLASS",
                                      config->traffic_class, 0, 255) ||
@@ -402,6 +412,7 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
             }
         } else {
             count += uct_hipower_ep_rx_progress(ep);
+            uct_hipower_ep_announce(ep);
         }
     }
 
@@ -568,6 +579,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->config.signal_interval   = config->signal_interval;
     self->config.max_inline        = config->max_inline;
     self->config.notify            = config->notify;
+    self->config.announce_batch    = config->announce_batch;
     self->config.print_stats       = config->print_stats;
     self->config.gid_index         = config->gid_index;
     self->config.sl                = config->sl;

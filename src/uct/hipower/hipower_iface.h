@@ -53,6 +53,7 @@ typedef struct uct_hipower_iface_config {
     unsigned                     signal_interval;
     size_t                       max_inline;
     int                          notify;
+    unsigned                     announce_batch;
     int                          print_stats;
     unsigned                     gid_index;
     unsigned                     sl;
@@ -139,6 +140,7 @@ typedef struct uct_hipower_iface {
         unsigned                 signal_interval;
         size_t                   max_inline;
         uct_hipower_notify_t     notify;
+        unsigned                 announce_batch;
         int                      print_stats;
         unsigned                 gid_index;
         unsigned                 sl;
