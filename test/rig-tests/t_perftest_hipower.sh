@@ -47,8 +47,14 @@ PERFTEST_PAIR_KEEP="$work" hipower-run perftest-pair -q hipower am_bw 1024 20000
     cat "$work/stderr"; fail "sustained am_bw 1 KB failed"; }
 grep '^hipower-stats' "$work"/*.out "$work/stderr" 2>/dev/null | sed 's/^[^:]*://' | sort -u > "$work/stats"
 cat "$work/stats"
-sender=$(grep ' tx_msgs=[1-9]' "$work/stats" | head -1)
-receiver=$(grep ' rx_msgs=[1-9]' "$work/stats" | head -1)
+# am_bw's receiver sends flow-control messages back: pick by volume
+by_counter() {
+    awk -v key="$1" '{ for (i = 1; i <= NF; ++i) if (index($i, key "=") == 1)
+                           { split($i, kv, "="); print kv[2], $0 } }' \
+        "$work/stats" | sort -n | tail -1 | cut -d' ' -f2-
+}
+sender=$(by_counter tx_msgs)
+receiver=$(by_counter rx_msgs)
 [ -n "$sender" ] && [ -n "$receiver" ] || fail "no counters printed"
 per_read=$(echo "$sender" | sed -n 's/.*slots_per_read=\([0-9.]*\).*/\1/p')
 rx_msgs=$(echo "$receiver" | sed -n 's/.* rx_msgs=\([0-9]*\).*/\1/p')
