@@ -29,8 +29,9 @@ echo "$out" | grep -q "Invalid value for NOTIFY: 'sideways'" ||
 echo "ok: UCX_HIPOWER_NOTIFY=sideways refused by UCX's parser"
 
 # The documented defaults are what ucx_info shows
-hipower-run ucx_info -c -f | grep -q '^UCX_HIPOWER_NOTIFY=push$' ||
+config=$(hipower-run ucx_info -c -f) || fail "ucx_info -c -f failed"
+echo "$config" | grep -q '^UCX_HIPOWER_NOTIFY=push$' ||
     fail "ucx_info -c does not list UCX_HIPOWER_NOTIFY=push"
-hipower-run ucx_info -c -f | grep -q '^UCX_HIPOWER_RECYCLE_THRESHOLD=0.5' ||
+echo "$config" | grep -q '^UCX_HIPOWER_RECYCLE_THRESHOLD=0.5' ||
     fail "ucx_info -c does not list UCX_HIPOWER_RECYCLE_THRESHOLD"
 echo "ok: defaults listed by ucx_info -c -f"
