@@ -33,3 +33,9 @@ run_ucp() {
 run_ucp tag_lat 64 1000
 run_ucp tag_bw 100000 100
 echo "ok: UCP tag traffic over hipower"
+
+# With rc_verbs offered too, UCP keeps hipower (lower overhead per message,
+# same link estimates) for the tag lane rather than closing it as dominated
+export UCX_TLS=rc_verbs,hipower,ud_verbs:aux,self
+run_ucp tag_lat 64 200
+echo "ok: UCP picks hipower over rc_verbs for tag messages"

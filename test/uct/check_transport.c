@@ -728,6 +728,43 @@ START_TEST(test_destroy_in_flight)
 }
 END_TEST
 
+/* The memory budget (QoS): endpoints get their slots while the arena has
+ * them, fewer when it runs short (down to the minimum), then creation fails
+ * with UCS_ERR_NO_MEMORY; a destroyed endpoint gives its slots back */
+START_TEST(test_memory_budget)
+{
+    const char *devs = getenv("HIPOWER_RIG_DEVICES");
+    char dev[32]     = "";
+    uct_ep_params_t params;
+    uct_ep_h eps[4];
+    int i;
+
+    ck_assert_msg(devs != NULL, "HIPOWER_RIG_DEVICES is not set");
+    ck_assert_int_eq(sscanf(devs, "%31s", dev), 1);
+    /* 64 + 64 + 8 slots of 8 KiB: two full endpoints and one minimal */
+    setenv("UCX_HIPOWER_MEM_BUDGET", "1114112", 1);
+    setenv("UCX_HIPOWER_SLOTS", "64", 1);
+    setenv("UCX_HIPOWER_MIN_SLOTS", "8", 1);
+    setenv("UCX_HIPOWER_SLOT_SIZE", "8192", 1);
+    open_side(&side_b, dev);
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+    params.iface      = side_b.iface;
+    for (i = 0; i < 3; ++i) {
+        ck_assert_int_eq(uct_ep_create(&params, &eps[i]), UCS_OK);
+    }
+    ck_assert_int_eq(uct_ep_create(&params, &eps[3]), UCS_ERR_NO_MEMORY);
+
+    uct_ep_destroy(eps[1]);
+    ck_assert_int_eq(uct_ep_create(&params, &eps[1]), UCS_OK);
+    ck_assert_int_eq(uct_ep_create(&params, &eps[3]), UCS_ERR_NO_MEMORY);
+
+    for (i = 0; i < 3; ++i) {
+        uct_ep_destroy(eps[i]);
+    }
+    close_side(&side_b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite   = suite_create("hipower transport");
@@ -741,6 +778,7 @@ int main(void)
     tcase_add_test(tcase, test_slot_exhaustion_pending);
     tcase_add_test(tcase, test_sixteen_endpoints);
     tcase_add_test(tcase, test_random_traffic);
+    tcase_add_test(tcase, test_memory_budget);
     suite_add_tcase(suite, tcase);
     /* Its own case, so valgrind can run it alone (CK_RUN_CASE=destroy) */
     tcase_set_timeout(destroy, 1800);
