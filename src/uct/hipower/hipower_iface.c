@@ -313,32 +313,40 @@ static ucs_status_t uct_hipower_iface_flush(uct_iface_h tl_iface,
                                             uct_completion_t *comp)
 {
     uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
-    ucs_status_t status, result = UCS_OK;
+    unsigned num_in_progress   = 0;
     uct_hipower_ep_t *ep;
+    ucs_status_t status;
 
     ucs_list_for_each(ep, &iface->ep_list, list) {
-        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED)) {
+        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
+            (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
             continue;
         }
 
         status = uct_hipower_ep_flush(&ep->super.super, flags, comp);
         if (status == UCS_INPROGRESS) {
-            if (comp != NULL) {
-                ++comp->count;
-            }
-            result = UCS_INPROGRESS;
+            ++num_in_progress;
         } else if (status == UCS_ERR_NO_RESOURCE) {
-            /* Pending requests first; the caller progresses and retries */
+            /* Pending requests first; the caller progresses and retries.
+             * Endpoints already flushing will decrement comp: keep count */
+            if ((comp != NULL) && (num_in_progress > 0)) {
+                comp->count += num_in_progress;
+            }
             return UCS_ERR_NO_RESOURCE;
         }
     }
 
-    if (result == UCS_OK) {
+    if (num_in_progress == 0) {
         UCT_TL_IFACE_STAT_FLUSH(&iface->super);
-    } else {
-        UCT_TL_IFACE_STAT_FLUSH_WAIT(&iface->super);
+        return UCS_OK;
     }
-    return result;
+
+    /* The user's one completion fires when the last endpoint is done */
+    if (comp != NULL) {
+        comp->count += num_in_progress - 1;
+    }
+    UCT_TL_IFACE_STAT_FLUSH_WAIT(&iface->super);
+    return UCS_INPROGRESS;
 }
 
 static unsigned uct_hipower_iface_poll_cq(uct_hipower_iface_t *iface)
