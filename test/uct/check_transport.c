@@ -24,6 +24,7 @@
 #define MAX_HELD        64
 #define ZCOPY_BUFS      16
 #define MSG_HDR_SIZE    sizeof(msg_hdr_t)
+#define RX_HEADROOM     80  /* What UCP 1.13 asks for: its descriptor + 32 */
 
 
 typedef struct {
@@ -140,6 +141,9 @@ static ucs_status_t am_handler(void *arg, void *data, size_t length,
 
     if ((flags & UCT_CB_PARAM_FLAG_DESC) && (num_held < MAX_HELD) &&
         ((next_rand() % 1000) < hold_probability * 1000)) {
+        /* Like UCP: use the headroom in front of the data for our own
+         * bookkeeping; no other message may be hurt by it */
+        memset((char*)data - RX_HEADROOM, 0xab, RX_HEADROOM);
         held[num_held++] = data;
         return UCS_INPROGRESS;
     }
@@ -157,7 +161,7 @@ static void release_held(int keep)
             fprintf(stderr, "a held descriptor was overwritten\n");
             ++errors;
         }
-        uct_iface_release_desc(held[num_held]);
+        uct_iface_release_desc((char*)held[num_held] - RX_HEADROOM);
     }
 }
 
@@ -218,7 +222,7 @@ static void open_side(side_t *side, const char *dev)
     params.mode.device.tl_name  = "hipower";
     params.mode.device.dev_name = side->dev;
     params.stats_root           = NULL;
-    params.rx_headroom          = 0;
+    params.rx_headroom          = RX_HEADROOM;
     UCS_CPU_ZERO(&params.cpu_mask);
     ck_assert_int_eq(uct_iface_open(side->md, side->worker, &params,
                                     iface_config, &side->iface), UCS_OK);

@@ -196,6 +196,7 @@ static void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep)
 
     if ((ep->flags & (UCT_HIPOWER_EP_FLAG_RECYCLE_READ |
                       UCT_HIPOWER_EP_FLAG_FAILED)) ||
+        !(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
         (ep->tx.sq_available < 1) || (iface->cq_available < 1)) {
         return;
     }
@@ -301,6 +302,8 @@ ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep)
     uct_hipower_ep_bitmap_wr(ep, ep->tx.announce_word, &wr, &sge);
     status = uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL);
     if (status == UCS_OK) {
+        /* Part of the user's messages: flush waits for it */
+        ep->tx.user_end_sn = ep->tx.sn;
         ep->tx.unannounced = 0;
         iface->stats.rdma_writes++;
     }
@@ -318,6 +321,10 @@ static inline ucs_status_t uct_hipower_ep_tx_check(uct_hipower_ep_t *ep)
 
     if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
         return UCS_ERR_ENDPOINT_TIMEOUT;
+    }
+
+    if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED))) {
+        return UCS_ERR_NO_RESOURCE;
     }
 
     if (ucs_unlikely(!ucs_queue_is_empty(&ep->pending_q) &&
@@ -354,7 +361,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     struct ibv_send_wr bitmap_wr;
     struct ibv_sge bitmap_sge;
-    uint32_t seq, slot, word;
+    uint32_t seq, slot, word, unannounced = 0;
     ucs_status_t status;
     unsigned nwr;
     int push;
@@ -366,7 +373,8 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
 
     data_wr->opcode              = IBV_WR_RDMA_WRITE;
     data_wr->wr.rdma.remote_addr = ep->peer.slots_addr +
-                                   (uint64_t)slot * ep->peer.slot_size;
+                                   (uint64_t)slot * ep->peer.slot_size +
+                                   ep->peer.data_offset;
     data_wr->wr.rdma.rkey        = ep->peer.slots_rkey;
 
     push = (iface->config.notify == UCT_HIPOWER_NOTIFY_PUSH);
@@ -383,6 +391,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
         }
 
         ep->tx.announce_word = word;
+        unannounced          = ep->tx.unannounced;
         if (ep->tx.unannounced + 1 >= iface->config.announce_batch) {
             uct_hipower_ep_bitmap_wr(ep, word, &bitmap_wr, &bitmap_sge);
             data_wr->next       = &bitmap_wr;
@@ -396,8 +405,8 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
                                  nwr, force_signal, op);
 
     if (ucs_unlikely(status != UCS_OK)) {
-        if (push && (nwr == 1)) {
-            ep->tx.unannounced--;
+        if (push) {
+            ep->tx.unannounced = unannounced;
         }
         goto err_undo;
     }
@@ -714,8 +723,10 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
         seq  = ring->head;
         slot = hipower_rx_ring_advance(ring);
         hdr  = UCS_PTR_BYTE_OFFSET(ep->rx.slots,
-                                   (size_t)slot * iface->config.slot_size);
-        status = hipower_slot_hdr_parse(hdr, iface->config.slot_size, seq,
+                                   (size_t)slot * iface->config.slot_size +
+                                   iface->config.data_offset);
+        status = hipower_slot_hdr_parse(hdr, iface->config.slot_size -
+                                        iface->config.data_offset, seq,
                                         UCT_AM_ID_MAX, &am_id, &length,
                                         &reason);
         if (ucs_unlikely(status != UCS_OK)) {
@@ -729,8 +740,12 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
 
         iface->stats.rx_msgs++;
         iface->stats.rx_bytes += length;
-        /* uct_iface_release_desc() finds the owner right before the data */
-        hdr->desc = (uintptr_t)&owner->super;
+        /* The user may use rx_headroom bytes before the data (UCP puts its
+         * descriptor there, over our parsed header); right before those,
+         * uct_iface_release_desc() finds the owner */
+        *(uct_recv_desc_t**)UCS_PTR_BYTE_OFFSET(hdr + 1,
+                -(ptrdiff_t)(iface->config.rx_headroom +
+                             sizeof(uct_recv_desc_t*))) = &owner->super;
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id,
                            hdr + 1, length, "RX: AM slot %u", slot);
         status = uct_iface_invoke_am(&iface->super, am_id, hdr + 1, length,
@@ -752,7 +767,7 @@ static void uct_hipower_ep_release_desc(uct_recv_desc_t *self, void *desc)
     uct_hipower_iface_t *iface    = owner->iface;
     uint32_t slot;
 
-    slot = (UCS_PTR_BYTE_DIFF(iface->arena.base, desc) - HIPOWER_SLOT_HDR_SIZE) /
+    slot = UCS_PTR_BYTE_DIFF(iface->arena.base, desc) /
            iface->config.slot_size - owner->first_slot;
     ucs_assertv(slot < owner->num_slots, "slot %u num_slots %u", slot,
                 owner->num_slots);
@@ -857,7 +872,8 @@ ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
         /* Posted writes cannot be recalled; drop what has not started */
         uct_hipower_ep_pending_purge(tl_ep, (uct_pending_purge_callback_t)
                                      ucs_empty_function, NULL);
-    } else if (!ucs_queue_is_empty(&ep->pending_q)) {
+    } else if (!ucs_queue_is_empty(&ep->pending_q) &&
+               !(ep->flags & UCT_HIPOWER_EP_FLAG_DISPATCHING)) {
         return UCS_ERR_NO_RESOURCE;
     }
 
@@ -921,6 +937,7 @@ ucs_status_t uct_hipower_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
     ep_addr->ctrl_write_addr = (uintptr_t)ep->ctrl->written_view;
     ep_addr->ctrl_write_rkey = (iface->config.notify == UCT_HIPOWER_NOTIFY_PUSH) ?
                                ep->ctrl_write_mr->rkey : 0;
+    ep_addr->data_offset     = iface->config.data_offset;
     ep_addr->notify          = iface->config.notify;
     ep_addr->path_mtu        = iface->config.path_mtu;
     return UCS_OK;
@@ -961,6 +978,16 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
         return UCS_ERR_UNREACHABLE;
     }
 
+    if (ep_addr->data_offset + HIPOWER_SLOT_HDR_SIZE +
+        iface->config.max_payload > ep_addr->slot_size) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": the peer reserves %u bytes of each "
+                  "slot for its receive headroom, this process %zu: the "
+                  "largest message would not fit", UCT_HIPOWER_EP_ARG(ep),
+                  ep_addr->data_offset, iface->config.data_offset);
+        return UCS_ERR_UNREACHABLE;
+    }
+
+    ep->peer.data_offset       = ep_addr->data_offset;
     ep->peer.slots_addr        = ep_addr->slots_addr;
     ep->peer.slots_rkey        = ep_addr->slots_rkey;
     ep->peer.slot_size         = ep_addr->slot_size;
@@ -1091,7 +1118,6 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
     owner->first_slot = first;
     owner->num_slots  = count;
     ep->rx.owner      = owner;
-    ep->rx.first_slot = first;
     ep->rx.slots      = UCS_PTR_BYTE_OFFSET(iface->arena.base,
                                             (size_t)first *
                                             iface->config.slot_size);
@@ -1224,9 +1250,10 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
     }
 
     /* Work requests still in flight will never be seen by this endpoint:
-     * their CQEs are dropped by QP number, their completions run now */
-    uct_hipower_ep_purge_outstanding(self, UCS_ERR_CANCELED);
+     * their CQEs are dropped by QP number; once the QP is gone the device
+     * no longer reads their buffers, so their completions run now */
     uct_hipower_qp_destroy(iface, self->qp);
+    uct_hipower_ep_purge_outstanding(self, UCS_ERR_CANCELED);
     uct_hipower_ep_free_rx(self);
     uct_hipower_ep_dereg_ctrl(self);
     ucs_free(self->ctrl);

@@ -39,7 +39,6 @@ typedef struct uct_hipower_ep {
 
     struct {
         hipower_rx_ring_t        ring;
-        uint32_t                 first_slot;   /* In the iface arena */
         void                     *slots;
         struct ibv_mr            *mr;          /* REMOTE_WRITE, our slots */
         struct uct_hipower_rx_owner *owner;    /* For release_desc */
@@ -66,6 +65,7 @@ typedef struct uct_hipower_ep {
         uint64_t                 slots_addr;
         uint32_t                 slots_rkey;
         uint32_t                 slot_size;
+        uint32_t                 data_offset;  /* Header + data start here */
         uint64_t                 consumed_addr;
         uint64_t                 published_addr;
         uint32_t                 ctrl_read_rkey;

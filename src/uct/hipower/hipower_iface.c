@@ -425,7 +425,9 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
     }
 
     ucs_list_for_each_safe(ep, tmp, &iface->pending_eps, pending_list) {
-        if (uct_hipower_ep_dispatch_pending(ep)) {
+        /* A request's callback may have purged the queue, which unlists */
+        if (uct_hipower_ep_dispatch_pending(ep) &&
+            (ep->flags & UCT_HIPOWER_EP_FLAG_PENDING_LISTED)) {
             ucs_list_del(&ep->pending_list);
             ep->flags &= ~UCT_HIPOWER_EP_FLAG_PENDING_LISTED;
         }
@@ -514,7 +516,9 @@ static ucs_status_t uct_hipower_iface_init_arena(uct_hipower_iface_t *self,
         return UCS_ERR_NO_MEMORY;
     }
 
-    /* Pinned once, up front: endpoints never wait for registration */
+    /* Pinned once, up front, so the whole budget is committed when the
+     * interface opens (the paper's QoS point); each endpoint then registers
+     * its own run again, for the rkey that only its peer gets */
     status = uct_hipower_md_reg_internal(md, self->arena.base,
                                          self->arena.size,
                                          IBV_ACCESS_LOCAL_WRITE,
@@ -578,8 +582,25 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         goto err;
     }
 
+    /* The header sits right before the data and the user's headroom before
+     * it, with the release-descriptor pointer in front of that */
+    self->config.rx_headroom       = UCT_IFACE_PARAM_VALUE(params, rx_headroom,
+                                                           RX_HEADROOM, 0);
+    self->config.data_offset       = ucs_align_up(
+            ucs_max((ssize_t)(self->config.rx_headroom +
+                              sizeof(uct_recv_desc_t*)) -
+                    (ssize_t)HIPOWER_SLOT_HDR_SIZE, 0), sizeof(uint64_t));
+    if (self->config.data_offset + HIPOWER_SLOT_HDR_SIZE + 64 >
+        config->slot_size) {
+        ucs_error("hipower %s: UCX_HIPOWER_SLOT_SIZE=%zu leaves no room for "
+                  "data after a receive headroom of %zu bytes",
+                  self->dev_name, config->slot_size, self->config.rx_headroom);
+        status = UCS_ERR_INVALID_PARAM;
+        goto err;
+    }
     self->config.slot_size         = config->slot_size;
-    self->config.max_payload       = hipower_slot_max_payload(config->slot_size);
+    self->config.max_payload       = hipower_slot_max_payload(config->slot_size) -
+                                     self->config.data_offset;
     self->config.slots_per_ep      = config->slots_per_ep;
     self->config.min_slots_per_ep  = config->min_slots_per_ep;
     self->config.recycle_threshold = config->recycle_threshold;
@@ -603,6 +624,20 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         goto err;
     }
     self->config.path_mtu = self->port_attr.active_mtu;
+    {
+        struct ibv_device_attr dev_attr;
+        int rd_atomic;
+
+        if (ibv_query_device(md->ibv_context, &dev_attr) != 0) {
+            ucs_error("hipower %s: ibv_query_device() failed: %m",
+                      self->dev_name);
+            status = UCS_ERR_IO_ERROR;
+            goto err;
+        }
+        rd_atomic = ucs_min(dev_attr.max_qp_rd_atom,
+                            dev_attr.max_qp_init_rd_atom);
+        self->config.max_rd_atomic = ucs_min(16, rd_atomic);
+    }
 
     /* Room for flushed completions of destroyed endpoints beyond credits */
     self->cq_available = config->tx_cq_len;

@@ -82,6 +82,7 @@ typedef struct uct_hipower_ep_addr {
     uint32_t                     slots_rkey;      /* REMOTE_WRITE, slots only */
     uint16_t                     num_slots;
     uint32_t                     slot_size;
+    uint16_t                     data_offset;     /* Of the header in a slot */
     uint64_t                     ctrl_read_addr;  /* consumed + published */
     uint32_t                     ctrl_read_rkey;  /* REMOTE_READ only */
     uint64_t                     ctrl_write_addr; /* written_view (push) */
@@ -126,13 +127,15 @@ typedef struct uct_hipower_iface {
     struct {
         void                     *base;        /* Receive slot arena */
         size_t                   size;
-        struct ibv_mr            *mr;          /* Pins it, local access only */
+        struct ibv_mr            *mr;          /* Pins it all; local access only */
         hipower_arena_t          slots;        /* Which slots are taken */
     } arena;
 
     struct {
         size_t                   slot_size;
-        size_t                   max_payload;  /* slot_size - header */
+        size_t                   max_payload;  /* What fits after the header */
+        size_t                   rx_headroom;  /* User's, before the data */
+        size_t                   data_offset;  /* Header position in a slot */
         unsigned                 slots_per_ep;
         unsigned                 min_slots_per_ep;
         double                   recycle_threshold;
@@ -150,6 +153,7 @@ typedef struct uct_hipower_iface {
         unsigned                 retry_count;
         unsigned                 rnr_retry_count;
         enum ibv_mtu             path_mtu;
+        uint8_t                  max_rd_atomic; /* Device's RDMA READ depth */
         double                   overhead;
     } config;
 

@@ -83,7 +83,7 @@ ucs_status_t uct_hipower_qp_connect(uct_hipower_iface_t *iface,
     qp_attr.path_mtu              = path_mtu;
     qp_attr.dest_qp_num           = peer_qp_num;
     qp_attr.rq_psn                = 0;
-    qp_attr.max_dest_rd_atomic    = 16;
+    qp_attr.max_dest_rd_atomic    = iface->config.max_rd_atomic;
     qp_attr.min_rnr_timer         = 12;
     qp_attr.ah_attr.port_num      = iface->port_num;
     qp_attr.ah_attr.sl            = iface->config.sl;
@@ -115,7 +115,7 @@ ucs_status_t uct_hipower_qp_connect(uct_hipower_iface_t *iface,
     qp_attr.timeout       = iface->config.ack_timeout;
     qp_attr.retry_cnt     = iface->config.retry_count;
     qp_attr.rnr_retry     = iface->config.rnr_retry_count;
-    qp_attr.max_rd_atomic = 16;
+    qp_attr.max_rd_atomic = iface->config.max_rd_atomic;
     ret = ibv_modify_qp(qp, &qp_attr, IBV_QP_STATE | IBV_QP_SQ_PSN |
                                       IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                                       IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
