@@ -13,8 +13,8 @@ PACKAGES=(
     libibverbs-dev librdmacm-dev libnuma-dev libfuse3-dev
     # verbs userspace: rxe provider, ibv_devices, perftest
     ibverbs-providers ibverbs-utils perftest
-    # unit tests
-    check
+    # unit tests, and valgrind for the endpoint-destroy test
+    check valgrind
     # the Soft-RoCE rig: Debian's kernel under QEMU, a static busybox initramfs
     qemu-system-x86 linux-image-amd64 busybox-static kmod cpio iproute2 procps
 )

@@ -186,78 +186,75 @@ static ucs_status_t uct_hipower_ep_post_nop(uct_hipower_ep_t *ep,
     return status;
 }
 
-/* The receiver's consumed bitmap, so that free slots come back in a batch */
-static void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep)
+/*
+ * One signaled RDMA_READ of a peer bitmap into @a local; @a flag marks it
+ * outstanding (one at a time, so copies are applied in the order read).
+ * Returns 1 if posted.
+ */
+static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
+                                           uct_hipower_op_type_t type,
+                                           uint32_t flag, void *local,
+                                           uint32_t num_slots, uint32_t lkey,
+                                           uint64_t remote_addr)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_hipower_tx_op_t *op;
 
-    if ((ep->flags & (UCT_HIPOWER_EP_FLAG_RECYCLE_READ |
-                      UCT_HIPOWER_EP_FLAG_FAILED)) ||
+    if ((ep->flags & (flag | UCT_HIPOWER_EP_FLAG_FAILED)) ||
         !(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
         (ep->tx.sq_available < 1) || (iface->cq_available < 1)) {
-        return;
+        return 0;
     }
 
     op = ucs_mpool_get_inline(&iface->tx_mp);
     if (op == NULL) {
-        return;
+        return 0;
     }
 
-    op->type               = UCT_HIPOWER_OP_RECYCLE_READ;
+    op->type               = type;
     op->comp               = NULL;
-    sge.addr               = (uintptr_t)ep->ctrl->peer_consumed;
-    sge.length             = HIPOWER_BITMAP_WORDS(ep->tx.ring.num_slots) *
+    sge.addr               = (uintptr_t)local;
+    sge.length             = HIPOWER_BITMAP_WORDS(num_slots) *
                              sizeof(hipower_bitmap_word_t);
-    sge.lkey               = ep->ctrl_local_mr->lkey;
+    sge.lkey               = lkey;
     wr.opcode              = IBV_WR_RDMA_READ;
     wr.send_flags          = 0;
     wr.sg_list             = &sge;
     wr.num_sge             = 1;
-    wr.wr.rdma.remote_addr = ep->peer.consumed_addr;
+    wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey        = ep->peer.ctrl_read_rkey;
-    if (uct_hipower_ep_post(ep, &wr, &wr, 1, 1, op) == UCS_OK) {
-        ep->flags |= UCT_HIPOWER_EP_FLAG_RECYCLE_READ;
-        iface->stats.bitmap_reads++;
+    if (uct_hipower_ep_post(ep, &wr, &wr, 1, 1, op) != UCS_OK) {
+        return 0;
+    }
+
+    ep->flags |= flag;
+    return 1;
+}
+
+/* The receiver's consumed bitmap, so that free slots come back in a batch */
+static void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep)
+{
+    if (uct_hipower_ep_post_bitmap_read(ep, UCT_HIPOWER_OP_RECYCLE_READ,
+                                        UCT_HIPOWER_EP_FLAG_RECYCLE_READ,
+                                        ep->ctrl->peer_consumed,
+                                        ep->tx.ring.num_slots,
+                                        ep->ctrl_local_mr->lkey,
+                                        ep->peer.consumed_addr)) {
+        uct_hipower_ep_iface(ep)->stats.bitmap_reads++;
     }
 }
 
 void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep)
 {
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    struct ibv_send_wr wr;
-    struct ibv_sge sge;
-    uct_hipower_tx_op_t *op;
-
-    if ((ep->flags & (UCT_HIPOWER_EP_FLAG_NOTIFY_READ |
-                      UCT_HIPOWER_EP_FLAG_FAILED)) ||
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
-        (ep->tx.sq_available < 1) || (iface->cq_available < 1)) {
-        return;
-    }
-
-    op = ucs_mpool_get_inline(&iface->tx_mp);
-    if (op == NULL) {
-        return;
-    }
-
-    op->type               = UCT_HIPOWER_OP_NOTIFY_READ;
-    op->comp               = NULL;
-    sge.addr               = (uintptr_t)ep->ctrl->written_view;
-    sge.length             = HIPOWER_BITMAP_WORDS(ep->rx.ring.num_slots) *
-                             sizeof(hipower_bitmap_word_t);
-    sge.lkey               = ep->ctrl_write_mr->lkey;
-    wr.opcode              = IBV_WR_RDMA_READ;
-    wr.send_flags          = 0;
-    wr.sg_list             = &sge;
-    wr.num_sge             = 1;
-    wr.wr.rdma.remote_addr = ep->peer.published_addr;
-    wr.wr.rdma.rkey        = ep->peer.ctrl_read_rkey;
-    if (uct_hipower_ep_post(ep, &wr, &wr, 1, 1, op) == UCS_OK) {
-        ep->flags |= UCT_HIPOWER_EP_FLAG_NOTIFY_READ;
-        iface->stats.notify_reads++;
+    if (uct_hipower_ep_post_bitmap_read(ep, UCT_HIPOWER_OP_NOTIFY_READ,
+                                        UCT_HIPOWER_EP_FLAG_NOTIFY_READ,
+                                        ep->ctrl->written_view,
+                                        ep->rx.ring.num_slots,
+                                        ep->ctrl_write_mr->lkey,
+                                        ep->peer.published_addr)) {
+        uct_hipower_ep_iface(ep)->stats.notify_reads++;
     }
 }
 
