@@ -344,6 +344,30 @@ static inline ucs_status_t uct_hipower_ep_tx_check(uct_hipower_ep_t *ep)
     return UCS_OK;
 }
 
+/* Admission plus a send descriptor whose buffer holds header and data */
+static inline ucs_status_t
+uct_hipower_ep_tx_op_get(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
+                         uct_completion_t *comp, uct_hipower_tx_op_t **op_p)
+{
+    uct_hipower_tx_op_t *op;
+    ucs_status_t status;
+
+    status = uct_hipower_ep_tx_check(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    op = ucs_mpool_get_inline(&uct_hipower_ep_iface(ep)->tx_mp);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    op->type = type;
+    op->comp = comp;
+    *op_p    = op;
+    return UCS_OK;
+}
+
 /*
  * Takes the next peer slot and posts the payload write (and in push mode
  * the bitmap word after it). @a data_wr has its sg_list and send flags
@@ -487,18 +511,11 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_hipower_ep_tx_check(ep);
+    status = uct_hipower_ep_tx_op_get(ep, UCT_HIPOWER_OP_SEND, NULL, &op);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
 
-    op = ucs_mpool_get_inline(&iface->tx_mp);
-    if (ucs_unlikely(op == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    op->type = UCT_HIPOWER_OP_SEND;
-    op->comp = NULL;
     slot_hdr = uct_hipower_tx_op_buffer(op);
     length   = pack_cb(slot_hdr + 1, arg);
     if (ucs_unlikely(length > iface->config.max_payload)) {
@@ -554,18 +571,11 @@ ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_hipower_ep_tx_check(ep);
+    status = uct_hipower_ep_tx_op_get(ep, UCT_HIPOWER_OP_COMP, comp, &op);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
 
-    op = ucs_mpool_get_inline(&iface->tx_mp);
-    if (ucs_unlikely(op == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    op->type = UCT_HIPOWER_OP_COMP;
-    op->comp = comp;
     slot_hdr = uct_hipower_tx_op_buffer(op);
     memcpy(slot_hdr + 1, header, header_length);
     sge[0].addr   = (uintptr_t)slot_hdr;
