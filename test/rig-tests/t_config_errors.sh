@@ -6,9 +6,9 @@ dev=${RIG_DEVICES[0]}:1
 check_rejected() {
     local setting=$1 expect=$2 out
     out=$(env "$setting" hipower-run ucx_info -d -t hipower 2>&1)
-    echo "$out" | grep -q -e "$expect" ||
+    grep -q -e "$expect" <<< "$out" ||
         fail "$setting: expected '$expect', got: $(echo "$out" | grep -i 'error\|fail' | head -3)"
-    echo "$out" | grep -q '< failed to open interface >' ||
+    grep -q '< failed to open interface >' <<< "$out" ||
         fail "$setting: the interface opened anyway"
     echo "ok: $setting -> $(echo "$out" | grep -o -e "$expect.*" | head -1)"
 }
@@ -24,14 +24,14 @@ check_rejected UCX_HIPOWER_GID_INDEX=200 'no GID at UCX_HIPOWER_GID_INDEX=200'
 
 # A value UCX's parser cannot read at all is refused by UCX itself
 out=$(UCX_HIPOWER_NOTIFY=sideways hipower-run ucx_info -d -t hipower 2>&1)
-echo "$out" | grep -q "Invalid value for NOTIFY: 'sideways'" ||
+grep -q "Invalid value for NOTIFY: 'sideways'" <<< "$out" ||
     fail "UCX_HIPOWER_NOTIFY=sideways was not refused: $(echo "$out" | head -3)"
 echo "ok: UCX_HIPOWER_NOTIFY=sideways refused by UCX's parser"
 
 # The documented defaults are what ucx_info shows
 config=$(hipower-run ucx_info -c -f) || fail "ucx_info -c -f failed"
-echo "$config" | grep -q '^UCX_HIPOWER_NOTIFY=push$' ||
+grep -q '^UCX_HIPOWER_NOTIFY=push$' <<< "$config" ||
     fail "ucx_info -c does not list UCX_HIPOWER_NOTIFY=push"
-echo "$config" | grep -q '^UCX_HIPOWER_RECYCLE_THRESHOLD=0.5' ||
+grep -q '^UCX_HIPOWER_RECYCLE_THRESHOLD=0.5' <<< "$config" ||
     fail "ucx_info -c does not list UCX_HIPOWER_RECYCLE_THRESHOLD"
 echo "ok: defaults listed by ucx_info -c -f"

@@ -7,7 +7,7 @@ for dev in "${RIG_DEVICES[@]}"; do
     echo "$out" | awk 'NR > 2 { print $1 }' | grep -qx "$dev" ||
         fail "ibv_devices does not list $dev"
     info=$(ibv_devinfo -d "$dev") || fail "ibv_devinfo -d $dev failed"
-    echo "$info" | grep -q 'state:[[:space:]]*PORT_ACTIVE' ||
+    grep -q 'state:[[:space:]]*PORT_ACTIVE' <<< "$info" ||
         fail "$dev port 1 is not PORT_ACTIVE: $info"
 done
 if [ "${HIPOWER_RIG:-}" = guest ]; then

@@ -24,9 +24,9 @@ run_ucp() {
     echo "$out" | grep -E 'ep_cfg|^Final'
     [ $rc = 0 ] && [ $server_rc = 0 ] ||
         { tail -5 /tmp/ucp-server.$$; fail "$test $size: client $rc server $server_rc"; }
-    echo "$out" | grep -q 'ep_cfg\[[0-9]*\]: tag(hipower/' ||
+    grep -q 'ep_cfg\[[0-9]*\]: tag(hipower/' <<< "$out" ||
         fail "$test $size: UCP did not put its tag lane on hipower"
-    echo "$out" | grep -q "^Final: *$iters " || fail "$test $size: no result line"
+    grep -q "^Final: *$iters " <<< "$out" || fail "$test $size: no result line"
     rm -f /tmp/ucp-server.$$
 }
 

@@ -16,11 +16,11 @@ done
 tl=$(hipower-run ucx_info -d -t hipower)
 for cap in 'am_short: <=' 'am_bcopy: <=' 'am_zcopy: <=' 'connection: to ep' \
            'overhead: 50 nsec'; do
-    echo "$tl" | grep -q "$cap" || fail "hipower does not report '$cap'"
+    grep -q "$cap" <<< "$tl" || fail "hipower does not report '$cap'"
 done
 echo "$tl" | grep -A22 -m1 'Transport: hipower'
 
 # without the plugin, no hipower
 out=$(env -u LD_PRELOAD ucx_info -d) || fail "ucx_info -d failed"
-! echo "$out" | grep -q 'Component: hipower' || fail "hipower listed without the plugin"
+! grep -q 'Component: hipower' <<< "$out" || fail "hipower listed without the plugin"
 echo "ok: hipower listed for ${RIG_DEVICES[*]}"
