@@ -17,6 +17,8 @@ PACKAGES=(
     check valgrind
     # the Soft-RoCE rig: Debian's kernel under QEMU, a static busybox initramfs
     qemu-system-x86 linux-image-amd64 busybox-static kmod cpio iproute2 procps
+    # consumer tests: Open MPI and MPICH as Debian builds them (over UCX)
+    openmpi-bin libopenmpi-dev mpich libmpich-dev
 )
 
 SUDO=

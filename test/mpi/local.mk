@@ -1,0 +1,1 @@
+# MPI consumer programs (included from Makefile.am)

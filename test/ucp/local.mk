@@ -1,0 +1,1 @@
+# UCP consumer programs (included from Makefile.am)
