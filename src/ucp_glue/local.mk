@@ -1,0 +1,1 @@
+# UCP glue programs (included from Makefile.am)
