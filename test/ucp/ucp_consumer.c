@@ -1875,7 +1875,7 @@ int main(int argc, char **argv)
     where("UCP setup");
     ucp_setup();
     barrier("setup");
-    printf("%s: connected (err-mode %s, phases 0x%x)\n", g_role,
+    printf("connected as %s (err-mode %s, phases 0x%x)\n", g_role,
            opt.err_peer ? "peer" : "none", opt.phases);
 
     for (ph = 1; ph < PH_LAST; ++ph) {

@@ -1,0 +1,60 @@
+#!/bin/bash
+# Peer failure over hipower: client and server run a long two-way transfer
+# (ucp_consumer --err-mode peer --loop: endpoints with
+# UCP_ERR_HANDLING_MODE_PEER); one side is killed with SIGKILL mid-transfer.
+# The survivor must report "peer failure: <status>" through its endpoint's
+# error callback, close the endpoint by force, release everything and exit 0,
+# within DETECT_LIMIT seconds (120; rc_verbs takes ~46 s on the rig with
+# UCX defaults), without a crash or an assertion. Both ways:
+# the client killed, then the server.
+. "$(dirname "$0")/lib.sh"
+. "$HIPOWER_SRC/test/ucp/ucp-rig-lib.sh"
+
+DETECT_LIMIT=${HIPOWER_PEER_FAILURE_LIMIT:-120}
+args=(--err-mode peer --loop --timeout 600)
+
+run_kill() {
+    local victim=$1 survivor victim_pid survivor_pid start elapsed t0
+    ucp_start_server "${args[@]}"
+    ucp_start_client "${args[@]}"
+    if [ "$victim" = client ]; then
+        survivor=server victim_pid=$CLIENT_PID survivor_pid=$SERVER_PID
+    else
+        survivor=client victim_pid=$SERVER_PID survivor_pid=$CLIENT_PID
+    fi
+    # Both sides print this once messages flow both ways
+    start=$SECONDS
+    until grep -q '^loop: transfer started' "$UCP_LOGS/server" &&
+          grep -q '^loop: transfer started' "$UCP_LOGS/client"; do
+        if ! kill -0 "$SERVER_PID" 2> /dev/null || ! kill -0 "$CLIENT_PID" 2> /dev/null ||
+           [ $((SECONDS - start)) -gt 180 ]; then
+            ucp_show server; ucp_show client
+            fail "kill $victim: the transfer did not start (over $UCX_TLS)"
+        fi
+        sleep 0.2
+    done
+    sleep 2 # well into the transfer
+    grep -h '^loop: ' "$UCP_LOGS/server" "$UCP_LOGS/client" | tail -2
+    kill -9 "$victim_pid"
+    t0=$(date +%s.%N)
+    wait "$victim_pid" 2> /dev/null
+    echo "killed the $victim (pid $victim_pid) with SIGKILL mid-transfer"
+    ucp_wait "$survivor_pid" "$survivor" "$DETECT_LIMIT"
+    elapsed=$(echo "$(date +%s.%N) - $t0" | bc)
+    SERVER_PID= CLIENT_PID=
+    ucp_show "$survivor" | grep -v '^[a-z]*: loop: [0-9]'
+    ucp_check_clean "$survivor"
+    [ "$WAIT_RC" != 124 ] ||
+        fail "kill $victim: the $survivor hung: no exit ${DETECT_LIMIT} s after its peer was killed"
+    grep -q '^peer failure: ' "$UCP_LOGS/$survivor" ||
+        fail "kill $victim: the $survivor exited $WAIT_RC without reporting a peer failure"
+    [ "$WAIT_RC" = 0 ] || fail "kill $victim: the $survivor exited $WAIT_RC after the peer failure"
+    grep -q 'closed the endpoint by force and released everything' "$UCP_LOGS/$survivor" ||
+        fail "kill $victim: the $survivor did not close and release cleanly"
+    printf 'ok: %s killed, the %s reported "%s" and exited 0 after %.1f s (limit %s s)\n' \
+        "$victim" "$survivor" "$(grep -m1 '^peer failure: ' "$UCP_LOGS/$survivor" |
+                                 sed 's/^peer failure: //')" "$elapsed" "$DETECT_LIMIT"
+}
+
+run_kill client
+run_kill server
