@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <poll.h>
 
 #define NUM_AM_IDS      4
 #define MAX_PAIRS       16
@@ -37,6 +39,7 @@ typedef struct {
 } msg_hdr_t;
 
 typedef struct {
+    uct_component_h    component;
     uct_md_h           md;
     uct_worker_h       worker;
     ucs_async_context_t *async;
@@ -70,6 +73,8 @@ static int     errors;
 static uint64_t received, rx_bytes;
 static zbuf_t  zbufs[ZCOPY_BUFS];
 static unsigned rand_state = 12345;
+static unsigned ep_errors_a;        /* Interface A's error handler calls */
+static ucs_status_t ep_error_status;
 
 
 static unsigned next_rand(void)
@@ -175,6 +180,16 @@ static void progress(int a, int b)
     }
 }
 
+static ucs_status_t ep_error_handler(void *arg, uct_ep_h ep,
+                                     ucs_status_t status)
+{
+    if (arg == &side_a) {
+        ++ep_errors_a;
+        ep_error_status = status;
+    }
+    return UCS_OK;
+}
+
 static void open_side(side_t *side, const char *dev)
 {
     uct_component_attr_t comp_attr;
@@ -199,6 +214,7 @@ static void open_side(side_t *side, const char *dev)
         }
     }
     ck_assert_msg(comp != NULL, "hipower component not loaded (hipower-run?)");
+    side->component = comp;
 
     ck_assert_int_eq(uct_md_config_read(comp, NULL, NULL, &md_config), UCS_OK);
     ck_assert_int_eq(uct_md_open(comp, md_name, md_config, &side->md), UCS_OK);
@@ -217,12 +233,18 @@ static void open_side(side_t *side, const char *dev)
                                   UCT_IFACE_PARAM_FIELD_DEVICE      |
                                   UCT_IFACE_PARAM_FIELD_STATS_ROOT  |
                                   UCT_IFACE_PARAM_FIELD_RX_HEADROOM |
-                                  UCT_IFACE_PARAM_FIELD_CPU_MASK;
+                                  UCT_IFACE_PARAM_FIELD_CPU_MASK    |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = "hipower";
     params.mode.device.dev_name = side->dev;
     params.stats_root           = NULL;
     params.rx_headroom          = RX_HEADROOM;
+    params.err_handler          = ep_error_handler;
+    params.err_handler_arg      = side;
+    params.err_handler_flags    = UCT_CB_FLAG_ASYNC;
     UCS_CPU_ZERO(&params.cpu_mask);
     ck_assert_int_eq(uct_iface_open(side->md, side->worker, &params,
                                     iface_config, &side->iface), UCS_OK);
@@ -297,6 +319,7 @@ static void setup_pairs(int n)
     }
     num_held = 0;
     errors   = 0;
+    ep_errors_a = 0;
     received = rx_bytes = 0;
 }
 
@@ -359,7 +382,9 @@ static void teardown_pairs(void)
     release_held(0);
     for (i = 0; i < num_pairs; ++i) {
         uct_ep_destroy(pairs[i].ep_a);
-        uct_ep_destroy(pairs[i].ep_b);
+        if (pairs[i].ep_b != NULL) {
+            uct_ep_destroy(pairs[i].ep_b);
+        }
     }
     close_side(&side_a);
     close_side(&side_b);
@@ -795,6 +820,433 @@ START_TEST(test_memory_budget)
 }
 END_TEST
 
+/*
+ * RMA: put_short/bcopy/zcopy and get_bcopy/zcopy from A into memory
+ * registered on B, every size class, each checked byte for byte along with
+ * guard bytes around the target; then many operations outstanding at once.
+ */
+#define RMA_MAX     (4 * 1024 * 1024)
+#define RMA_GUARD   0xEE
+
+typedef struct {
+    uint8_t          *local;      /* On A */
+    uint8_t          *remote;     /* On B: the RMA target */
+    uct_mem_h        local_memh, remote_memh;
+    uct_rkey_bundle_t rkey;
+} rma_bufs_t;
+
+typedef struct {
+    const void *src;
+    size_t     length;
+} rma_pack_arg_t;
+
+static size_t rma_pack_cb(void *dest, void *arg)
+{
+    rma_pack_arg_t *pack = arg;
+
+    memcpy(dest, pack->src, pack->length);
+    return pack->length;
+}
+
+static void rma_unpack_cb(void *arg, const void *data, size_t length)
+{
+    memcpy(arg, data, length);
+}
+
+static void fill_pattern(uint8_t *p, size_t n, unsigned seed)
+{
+    size_t i;
+
+    for (i = 0; i < n; ++i) {
+        p[i] = (uint8_t)((i * 131) ^ (i >> 9) ^ (seed * 29));
+    }
+}
+
+static void rma_setup(rma_bufs_t *b)
+{
+    uct_md_attr_t md_attr;
+    void *rkey_buf;
+
+    b->local  = malloc(RMA_MAX + 128);
+    b->remote = malloc(RMA_MAX + 128);
+    ck_assert(b->local != NULL && b->remote != NULL);
+    ck_assert_int_eq(uct_md_mem_reg(side_a.md, b->local, RMA_MAX + 128,
+                                    UCT_MD_MEM_ACCESS_ALL, &b->local_memh),
+                     UCS_OK);
+    ck_assert_int_eq(uct_md_mem_reg(side_b.md, b->remote, RMA_MAX + 128,
+                                    UCT_MD_MEM_ACCESS_ALL, &b->remote_memh),
+                     UCS_OK);
+    ck_assert_int_eq(uct_md_query(side_b.md, &md_attr), UCS_OK);
+    rkey_buf = malloc(md_attr.rkey_packed_size);
+    ck_assert_int_eq(uct_md_mkey_pack(side_b.md, b->remote_memh, rkey_buf),
+                     UCS_OK);
+    ck_assert_int_eq(uct_rkey_unpack(side_a.component, rkey_buf, &b->rkey),
+                     UCS_OK);
+    free(rkey_buf);
+}
+
+static void rma_cleanup(rma_bufs_t *b)
+{
+    uct_rkey_release(side_a.component, &b->rkey);
+    uct_md_mem_dereg(side_a.md, b->local_memh);
+    uct_md_mem_dereg(side_b.md, b->remote_memh);
+    free(b->local);
+    free(b->remote);
+}
+
+/* Waits for an operation's completion, or flushes A if it had none */
+static void rma_wait(ucs_status_t status, uct_completion_t *comp,
+                     const char *what, size_t length)
+{
+    ck_assert_msg(!UCS_STATUS_IS_ERR(status), "%s %zu: %s", what, length,
+                  ucs_status_string(status));
+    if ((status == UCS_INPROGRESS) && (comp != NULL)) {
+        while (comp->count > 0) {
+            progress(1, 0);
+        }
+        ck_assert_msg(comp->status == UCS_OK, "%s %zu completed with %s",
+                      what, length, ucs_status_string(comp->status));
+    }
+    flush_all();
+}
+
+static void rma_check(const uint8_t *got, const uint8_t *want, size_t length,
+                      const char *what)
+{
+    size_t i;
+
+    for (i = 0; i < length; ++i) {
+        ck_assert_msg(got[i] == want[i], "%s %zu: byte %zu is 0x%x, want 0x%x",
+                      what, length, i, got[i], want[i]);
+    }
+    ck_assert_msg(got[-1] == RMA_GUARD && got[length] == RMA_GUARD,
+                  "%s %zu: wrote outside the target", what, length);
+}
+
+static void rma_comp_init(uct_completion_t *comp)
+{
+    comp->func   = flush_comp_cb;
+    comp->count  = 1;
+    comp->status = UCS_OK;
+}
+
+START_TEST(test_rma)
+{
+    static const size_t sizes[] = {1, 7, 8, 64, 100, 112, 127, 1000, 4096,
+                                   8191, 8192, 65537, 1024 * 1024 + 3,
+                                   RMA_MAX - 64};
+    enum { PUT_SHORT, PUT_BCOPY, PUT_ZCOPY, GET_BCOPY, GET_ZCOPY, NUM_OPS };
+    static const char *names[] = {"put_short", "put_bcopy", "put_zcopy",
+                                  "get_bcopy", "get_zcopy"};
+    uct_completion_t comp;
+    rma_pack_arg_t pack;
+    ucs_status_t status;
+    uct_iov_t iov[3];
+    uint64_t raddr;
+    uint8_t *src, *dst, *want;
+    size_t i, len, part;
+    ssize_t packed;
+    rma_bufs_t b;
+    int op, k;
+
+    setup_pairs(1);
+    rma_setup(&b);
+    want = malloc(RMA_MAX);
+
+    for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        len = sizes[i];
+        for (op = 0; op < NUM_OPS; ++op) {
+            if (((op == PUT_SHORT) && (len > side_a.attr.cap.put.max_short)) ||
+                ((op == PUT_BCOPY) && (len > side_a.attr.cap.put.max_bcopy)) ||
+                ((op == GET_BCOPY) && (len > side_a.attr.cap.get.max_bcopy))) {
+                continue;
+            }
+
+            /* Odd offsets on both sides, guard bytes around the target */
+            src = b.local + 1 + (next_rand() % 32);
+            dst = b.remote + 1 + (next_rand() % 32);
+            if (op >= GET_BCOPY) {
+                uint8_t *tmp = src;
+                src = dst;
+                dst = tmp;
+            }
+            memset(b.local, RMA_GUARD, RMA_MAX + 128);
+            memset(b.remote, RMA_GUARD, RMA_MAX + 128);
+            fill_pattern(src, len, (unsigned)(i * NUM_OPS + op));
+            memcpy(want, src, len);
+            raddr = (uintptr_t)((op >= GET_BCOPY) ? src : dst);
+            rma_comp_init(&comp);
+
+            /* Zero-copy splits the buffer into three iov entries */
+            part = len / 3;
+            for (k = 0; k < 3; ++k) {
+                iov[k].buffer = ((op >= GET_BCOPY) ? dst : src) + k * part;
+                iov[k].length = (k < 2) ? part : len - 2 * part;
+                iov[k].memh   = b.local_memh;
+                iov[k].stride = 0;
+                iov[k].count  = 1;
+            }
+
+            switch (op) {
+            case PUT_SHORT:
+                do {
+                    status = uct_ep_put_short(pairs[0].ep_a, src, len, raddr,
+                                              b.rkey.rkey);
+                    progress(1, 0);
+                } while (status == UCS_ERR_NO_RESOURCE);
+                rma_wait(status, NULL, names[op], len);
+                break;
+            case PUT_BCOPY:
+                pack.src    = src;
+                pack.length = len;
+                do {
+                    packed = uct_ep_put_bcopy(pairs[0].ep_a, rma_pack_cb,
+                                              &pack, raddr, b.rkey.rkey);
+                    progress(1, 0);
+                } while (packed == UCS_ERR_NO_RESOURCE);
+                ck_assert_int_eq(packed, len);
+                rma_wait(UCS_OK, NULL, names[op], len);
+                break;
+            case PUT_ZCOPY:
+            case GET_ZCOPY:
+                do {
+                    status = (op == PUT_ZCOPY) ?
+                             uct_ep_put_zcopy(pairs[0].ep_a, iov, 3, raddr,
+                                              b.rkey.rkey, &comp) :
+                             uct_ep_get_zcopy(pairs[0].ep_a, iov, 3, raddr,
+                                              b.rkey.rkey, &comp);
+                    progress(1, 0);
+                } while (status == UCS_ERR_NO_RESOURCE);
+                rma_wait(status, &comp, names[op], len);
+                break;
+            case GET_BCOPY:
+                do {
+                    status = uct_ep_get_bcopy(pairs[0].ep_a, rma_unpack_cb, dst,
+                                              len, raddr, b.rkey.rkey, &comp);
+                    progress(1, 0);
+                } while (status == UCS_ERR_NO_RESOURCE);
+                rma_wait(status, &comp, names[op], len);
+                break;
+            }
+            rma_check(dst, want, len, names[op]);
+        }
+    }
+
+    /* Many writes outstanding, unsignaled, then one flush: each region
+     * must hold its own pattern */
+    memset(b.remote, RMA_GUARD, RMA_MAX + 128);
+    for (k = 0; k < 200; ++k) {
+        fill_pattern(b.local + 1 + k * 1000, 999, 1000 + k);
+        iov[0].buffer = b.local + 1 + k * 1000;
+        iov[0].length = 999;
+        do {
+            status = uct_ep_put_zcopy(pairs[0].ep_a, iov, 1,
+                                      (uintptr_t)(b.remote + 1 + k * 1000),
+                                      b.rkey.rkey, NULL);
+            progress(1, 0);
+        } while (status == UCS_ERR_NO_RESOURCE);
+        ck_assert_int_eq(status, UCS_INPROGRESS);
+    }
+    flush_all();
+    for (k = 0; k < 200; ++k) {
+        ck_assert_msg(!memcmp(b.remote + 1 + k * 1000, b.local + 1 + k * 1000,
+                              999), "outstanding put %d landed wrong", k);
+    }
+
+    ck_assert_int_eq(ep_errors_a, 0);
+    free(want);
+    rma_cleanup(&b);
+    teardown_pairs();
+}
+END_TEST
+
+/* A write with a bad rkey fails the endpoint: the operation completes with
+ * an error, the error handler runs once, later operations fail at once */
+START_TEST(test_bad_rkey_fails_endpoint)
+{
+    uct_completion_t comp;
+    ucs_status_t status;
+    uct_iov_t iov;
+    rma_bufs_t b;
+    unsigned spins;
+
+    setup_pairs(1);
+    rma_setup(&b);
+    iov.buffer = b.local;
+    iov.length = 4096;
+    iov.memh   = b.local_memh;
+    iov.stride = 0;
+    iov.count  = 1;
+    rma_comp_init(&comp);
+    status = uct_ep_put_zcopy(pairs[0].ep_a, &iov, 1, (uintptr_t)b.remote,
+                              b.rkey.rkey ^ 0x5a5a00, &comp);
+    ck_assert_int_eq(status, UCS_INPROGRESS);
+    for (spins = 0; (comp.count > 0) && (spins < 100000000); ++spins) {
+        progress(1, 0);
+    }
+    ck_assert_msg(comp.count == 0, "the failed write never completed");
+    ck_assert_msg(comp.status != UCS_OK, "a write with a bad rkey succeeded");
+    ck_assert_uint_eq(ep_errors_a, 1);
+
+    /* Everything after fails without reaching the wire, no second report */
+    ck_assert_int_eq(send_one(&pairs[0], 0, 1, 100, 1),
+                     UCS_ERR_ENDPOINT_TIMEOUT);
+    status = uct_ep_put_short(pairs[0].ep_a, b.local, 8, (uintptr_t)b.remote,
+                              b.rkey.rkey);
+    ck_assert_msg(UCS_STATUS_IS_ERR(status), "put on a failed ep: %s",
+                  ucs_status_string(status));
+    ck_assert_msg(UCS_STATUS_IS_ERR(uct_ep_flush(pairs[0].ep_a, 0, NULL)),
+                  "flush of a failed endpoint succeeded");
+    progress(1, 1);
+    ck_assert_uint_eq(ep_errors_a, 1);
+    rma_cleanup(&b);
+    teardown_pairs();
+}
+END_TEST
+
+/* The peer's endpoint disappears (its process died): outstanding work fails
+ * within the transport's retry bound, the handler runs once, pending
+ * requests are handed back by purge */
+static void purge_cb(uct_pending_req_t *req, void *arg)
+{
+    ++*(unsigned*)arg;
+}
+
+START_TEST(test_peer_gone)
+{
+    static pending_send_t req;
+    uct_completion_t comp;
+    ucs_status_t status;
+    unsigned purged = 0;
+    struct timespec t0, t1;
+    double elapsed;
+    uct_iov_t iov;
+    rma_bufs_t b;
+    int i;
+
+    /* Retries: 4 x ~67 ms (UCX_HIPOWER_TIMEOUT is rounded up to 4.096us*2^n) */
+    setenv("UCX_HIPOWER_TIMEOUT", "50ms", 1);
+    setenv("UCX_HIPOWER_RETRY_COUNT", "3", 1);
+    setup_pairs(1);
+    unsetenv("UCX_HIPOWER_TIMEOUT");
+    unsetenv("UCX_HIPOWER_RETRY_COUNT");
+    rma_setup(&b);
+
+    uct_ep_destroy(pairs[0].ep_b);
+    pairs[0].ep_b = NULL;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+
+    /* Fill the peer's slots so that the next send queues */
+    hold_probability = 0;
+    for (i = 0; i < 5000; ++i) {
+        status = send_one(&pairs[0], 0, 1, 64, 1);
+        if (status != UCS_OK) {
+            break;
+        }
+    }
+    ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
+    req.req.func = pending_cb;
+    req.pair     = &pairs[0];
+    req.pair_idx = 0;
+    req.length   = 64;
+    req.done     = 0;
+    ck_assert_int_eq(uct_ep_pending_add(pairs[0].ep_a, &req.req, 0), UCS_OK);
+
+    iov.buffer = b.local;
+    iov.length = 65536;
+    iov.memh   = b.local_memh;
+    iov.stride = 0;
+    iov.count  = 1;
+    rma_comp_init(&comp);
+    do {
+        status = uct_ep_put_zcopy(pairs[0].ep_a, &iov, 1, (uintptr_t)b.remote,
+                                  b.rkey.rkey, &comp);
+        progress(1, 0);
+    } while (status == UCS_ERR_NO_RESOURCE);
+
+    do {
+        progress(1, 0);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        elapsed = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    } while ((ep_errors_a == 0) && (elapsed < 60));
+    printf("peer gone: error reported after %.2f s: %s\n", elapsed,
+           ucs_status_string(ep_error_status));
+    ck_assert_msg(ep_errors_a == 1, "no error within 60 s");
+    ck_assert_msg(!UCS_STATUS_IS_ERR(status) || (status == UCS_ERR_ENDPOINT_TIMEOUT),
+                  "put_zcopy: %s", ucs_status_string(status));
+    if (status == UCS_INPROGRESS) {
+        ck_assert_int_eq(comp.count, 0);
+        ck_assert_msg(comp.status != UCS_OK, "the lost write succeeded");
+    }
+    ck_assert_int_eq(req.done, 0);
+    uct_ep_pending_purge(pairs[0].ep_a, purge_cb, &purged);
+    ck_assert_uint_eq(purged, 1);
+
+    progress(1, 0);
+    ck_assert_uint_eq(ep_errors_a, 1);
+    rma_cleanup(&b);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * Wakeup: B sleeps on its event fd (push mode), A sends one message at a
+ * time; each must make the fd readable, and the fd must stay quiet while
+ * nothing is sent. Pull mode offers no events and says so.
+ */
+START_TEST(test_wakeup)
+{
+    struct pollfd pfd;
+    ucs_status_t status;
+    unsigned n, spins;
+    uint64_t before;
+    int fd;
+
+    setup_pairs(2);
+    hold_probability = 0;
+    if (!(side_b.attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_FD)) {
+        ck_assert_int_eq(uct_iface_event_fd_get(side_b.iface, &fd),
+                         UCS_ERR_UNSUPPORTED);
+        printf("wakeup: no event fd in this mode\n");
+        teardown_pairs();
+        return;
+    }
+    ck_assert(side_b.attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
+    ck_assert_int_eq(uct_iface_event_fd_get(side_b.iface, &fd), UCS_OK);
+
+    for (n = 0; n < 20; ++n) {
+        /* B progresses until the interface lets it sleep */
+        spins = 0;
+        do {
+            status = uct_iface_event_arm(side_b.iface, UCT_EVENT_RECV |
+                                                       UCT_EVENT_SEND_COMP);
+            progress(0, 1);
+        } while ((status == UCS_ERR_BUSY) && (++spins < 10000000));
+        ck_assert_msg(status == UCS_OK, "arm %u: %s", n,
+                      ucs_status_string(status));
+
+        pfd.fd      = fd;
+        pfd.events  = POLLIN;
+        pfd.revents = 0;
+        ck_assert_msg(poll(&pfd, 1, 50) == 0, "woken with nothing sent");
+
+        /* One message on one of the endpoints, announced by the flush */
+        before = received;
+        ck_assert_int_eq(send_one(&pairs[n % 2], n % 2, 1, 100 + n, 1),
+                         UCS_OK);
+        flush_all();
+        ck_assert_msg(poll(&pfd, 1, 10000) == 1, "message %u did not wake "
+                      "the receiver within 10 s", n);
+        for (spins = 0; (received == before) && (spins < 10000000); ++spins) {
+            progress(0, 1);
+        }
+        ck_assert_uint_eq(received, before + 1);
+    }
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite   = suite_create("hipower transport");
@@ -809,6 +1261,10 @@ int main(void)
     tcase_add_test(tcase, test_sixteen_endpoints);
     tcase_add_test(tcase, test_random_traffic);
     tcase_add_test(tcase, test_memory_budget);
+    tcase_add_test(tcase, test_rma);
+    tcase_add_test(tcase, test_bad_rkey_fails_endpoint);
+    tcase_add_test(tcase, test_peer_gone);
+    tcase_add_test(tcase, test_wakeup);
     suite_add_tcase(suite, tcase);
     /* Its own case, so valgrind can run it alone (CK_RUN_CASE=destroy) */
     tcase_set_timeout(destroy, 1800);

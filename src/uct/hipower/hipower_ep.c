@@ -8,7 +8,6 @@
 #include "hipower_ep.h"
 #include "hipower_verbs.h"
 
-#include <uct/base/uct_iov.inl>
 #include <ucs/arch/bitops.h>
 #include <ucs/arch/cpu.h>
 #include <ucs/debug/log.h>
@@ -18,10 +17,6 @@
 #include <ucs/type/class.h>
 #include <string.h>
 
-
-#define UCT_HIPOWER_EP_FMT        "hipower %s ep %p (qp 0x%x -> peer qp 0x%x)"
-#define UCT_HIPOWER_EP_ARG(_ep)   uct_hipower_ep_iface(_ep)->dev_name, (_ep), \
-                                  (_ep)->qp->qp_num, (_ep)->peer.qp_num
 
 /* Work request id: the endpoint's WR sequence number */
 #define UCT_HIPOWER_WR_ID(_sn)    ((uint64_t)(_sn))
@@ -44,11 +39,6 @@ typedef struct uct_hipower_rx_owner {
     uint32_t                     held;   /* Descriptors still with the user */
 } uct_hipower_rx_owner_t;
 
-
-static inline uct_hipower_iface_t *uct_hipower_ep_iface(uct_hipower_ep_t *ep)
-{
-    return ucs_derived_of(ep->super.super.iface, uct_hipower_iface_t);
-}
 
 /* Whether one more message (of @a nwr work requests) can go out now */
 static inline int uct_hipower_ep_has_tx_resources(uct_hipower_ep_t *ep,
@@ -82,17 +72,10 @@ static void uct_hipower_ep_del_pending_list(uct_hipower_ep_t *ep)
     }
 }
 
-/*
- * Posts a chain of work requests (their send_flags set by the caller). The
- * last one is signaled when due (every signal_interval WRs) or forced; a
- * signaled WR's completion retires every WR before it. @a op, if any, is
- * retired with the chain: it holds the bcopy buffer or the user completion.
- */
-static ucs_status_t uct_hipower_ep_post(uct_hipower_ep_t *ep,
-                                        struct ibv_send_wr *first,
-                                        struct ibv_send_wr *last,
-                                        unsigned nwr, int force_signal,
-                                        uct_hipower_tx_op_t *op)
+ucs_status_t uct_hipower_ep_post(uct_hipower_ep_t *ep,
+                                 struct ibv_send_wr *first,
+                                 struct ibv_send_wr *last, unsigned nwr,
+                                 int force_signal, uct_hipower_tx_op_t *op)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     struct ibv_send_wr *bad_wr, *wr;
@@ -278,6 +261,7 @@ static void uct_hipower_ep_bitmap_wr(uct_hipower_ep_t *ep, uint32_t word,
     wr->wr.rdma.remote_addr = ep->peer.written_view_addr +
                               word * sizeof(hipower_bitmap_word_t);
     wr->wr.rdma.rkey       = ep->peer.ctrl_write_rkey;
+    uct_hipower_ep_wakeup_check(ep, wr);
 }
 
 /* Push mode: announces messages written but not yet announced */
@@ -554,7 +538,7 @@ ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     uct_hipower_tx_op_t *op;
     struct ibv_send_wr wr;
     ucs_status_t status;
-    size_t length, i;
+    size_t length;
     int num_sge;
 
     length = header_length + uct_iov_total_length(iov, iovcnt);
@@ -581,16 +565,7 @@ ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     sge[0].addr   = (uintptr_t)slot_hdr;
     sge[0].length = HIPOWER_SLOT_HDR_SIZE + header_length;
     sge[0].lkey   = op->lkey;
-    num_sge       = 1;
-    for (i = 0; i < iovcnt; ++i) {
-        if (uct_iov_get_length(&iov[i]) == 0) {
-            continue;
-        }
-        sge[num_sge].addr   = (uintptr_t)iov[i].buffer;
-        sge[num_sge].length = uct_iov_get_length(&iov[i]);
-        sge[num_sge].lkey   = uct_hipower_memh_lkey(iov[i].memh);
-        ++num_sge;
-    }
+    num_sge       = 1 + uct_hipower_ep_iov_sge(iov, iovcnt, sge + 1);
 
     wr.sg_list    = sge;
     wr.num_sge    = num_sge;
@@ -646,6 +621,17 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, uint64_t sn)
         case UCT_HIPOWER_OP_NOTIFY_READ:
             ep->flags &= ~UCT_HIPOWER_EP_FLAG_NOTIFY_READ;
             break;
+        case UCT_HIPOWER_OP_ARM:
+            ep->event.confirmed_gen = op->u.arm_gen;
+            break;
+        case UCT_HIPOWER_OP_GET_BCOPY:
+            op->u.get_bcopy.cb(op->u.get_bcopy.arg,
+                               uct_hipower_tx_op_buffer(op),
+                               op->u.get_bcopy.length);
+            if (op->comp != NULL) {
+                uct_invoke_completion(op->comp, UCS_OK);
+            }
+            break;
         default:
             if (op->comp != NULL) {
                 uct_invoke_completion(op->comp, UCS_OK);
@@ -675,7 +661,7 @@ static void uct_hipower_ep_purge_outstanding(uct_hipower_ep_t *ep,
     uct_hipower_tx_op_t *op;
 
     ucs_queue_for_each_extract(op, &ep->tx.outstanding, queue, 1) {
-        if ((op->type == UCT_HIPOWER_OP_COMP) && (op->comp != NULL)) {
+        if (op->comp != NULL) {
             uct_invoke_completion(op->comp, status);
         }
         ucs_mpool_put_inline(op);
@@ -722,6 +708,8 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
     if (count == 0) {
         return 0;
     }
+
+    ep->rx.delivered += count;
 
     /* The bitmap said so: now the slot contents may be read */
     ucs_memory_cpu_load_fence();
@@ -917,6 +905,27 @@ ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
     return UCS_INPROGRESS;
 }
 
+/*
+ * Keepalive probe (UCP calls it every UCX_KEEPALIVE_INTERVAL): a zero-length
+ * signaled RDMA_WRITE. If the peer's QP is gone it is retried and fails after
+ * (UCX_HIPOWER_RETRY_COUNT + 1) x UCX_HIPOWER_TIMEOUT, and the failure goes
+ * to the error handler like that of any other work request. Work already in
+ * flight probes the peer by itself.
+ */
+ucs_status_t uct_hipower_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                  uct_completion_t *comp)
+{
+    uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+
+    if ((ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
+        !(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
+        (ep->tx.acked_sn != ep->tx.sn)) {
+        return UCS_OK;
+    }
+
+    return uct_hipower_ep_post_nop(ep, NULL);
+}
+
 ucs_status_t uct_hipower_ep_fence(uct_ep_h tl_ep, unsigned flags)
 {
     uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
@@ -1001,6 +1010,11 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     ep->peer.consumed_addr     = ep_addr->ctrl_read_addr;
     ep->peer.published_addr    = ep_addr->ctrl_read_addr +
                                  ucs_offsetof(uct_hipower_ep_ctrl_t, published);
+    ep->peer.announced_addr    = ep_addr->ctrl_read_addr +
+                                 UCT_HIPOWER_CTRL_SPAN(consumed, announced);
+    ep->peer.sleep_gen_addr    = ep_addr->ctrl_write_addr +
+                                 UCT_HIPOWER_CTRL_SPAN(written_view,
+                                                       peer_sleep_gen);
     ep->peer.ctrl_read_rkey    = ep_addr->ctrl_read_rkey;
     ep->peer.written_view_addr = ep_addr->ctrl_write_addr;
     ep->peer.ctrl_write_rkey   = ep_addr->ctrl_write_rkey;
@@ -1033,8 +1047,8 @@ static ucs_status_t uct_hipower_ep_reg_ctrl(uct_hipower_ep_t *ep)
     /* The peer reads our consumed bitmap (recycle) and, in pull mode, our
      * published one; nothing else of ours */
     status = uct_hipower_md_reg_internal(md, ep->ctrl->consumed,
-                                         sizeof(ep->ctrl->consumed) +
-                                         sizeof(ep->ctrl->published),
+                                         UCT_HIPOWER_CTRL_SPAN(consumed,
+                                                               written_view),
                                          IBV_ACCESS_REMOTE_READ,
                                          "peer-readable bitmaps",
                                          &ep->ctrl_read_mr);
@@ -1047,7 +1061,8 @@ static ucs_status_t uct_hipower_ep_reg_ctrl(uct_hipower_ep_t *ep)
         write_access |= IBV_ACCESS_REMOTE_WRITE;
     }
     status = uct_hipower_md_reg_internal(md, ep->ctrl->written_view,
-                                         sizeof(ep->ctrl->written_view),
+                                         UCT_HIPOWER_CTRL_SPAN(written_view,
+                                                               peer_consumed),
                                          write_access, "written-bitmap view",
                                          &ep->ctrl_write_mr);
     if (status != UCS_OK) {
@@ -1055,7 +1070,8 @@ static ucs_status_t uct_hipower_ep_reg_ctrl(uct_hipower_ep_t *ep)
     }
 
     status = uct_hipower_md_reg_internal(md, ep->ctrl->peer_consumed,
-                                         sizeof(ep->ctrl->peer_consumed) +
+                                         UCT_HIPOWER_CTRL_SPAN(peer_consumed,
+                                                               written) +
                                          sizeof(ep->ctrl->written),
                                          IBV_ACCESS_LOCAL_WRITE,
                                          "local bitmaps", &ep->ctrl_local_mr);
@@ -1190,6 +1206,10 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->tx.published    = 0;
     self->tx.publish_slot = 0;
     self->tx.msgs         = 0;
+    self->tx.woken_gen    = 0;
+    self->rx.delivered    = 0;
+    self->event.posted_gen    = 0;
+    self->event.confirmed_gen = 0;
     self->tx.sq_available = iface->config.tx_queue_len;
     self->peer.qp_num     = 0;
     ucs_queue_head_init(&self->tx.outstanding);
@@ -1217,6 +1237,11 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     status = uct_hipower_qp_create(iface, &self->qp);
     if (status != UCS_OK) {
         goto err_free_rx;
+    }
+
+    status = uct_hipower_ep_post_event_recvs(self, UCT_HIPOWER_EVENT_RECVS);
+    if (status != UCS_OK) {
+        goto err_destroy_qp;
     }
 
     iter = kh_put(uct_hipower_qp_ep, &iface->qp_eps, self->qp->qp_num, &ret);

@@ -6,6 +6,9 @@
 
 #include "hipower_iface.h"
 
+#include <uct/base/uct_iov.inl>
+#include <ucs/arch/cpu.h>
+
 
 enum {
     UCT_HIPOWER_EP_FLAG_CONNECTED      = UCS_BIT(0),
@@ -42,6 +45,7 @@ typedef struct uct_hipower_ep {
         void                     *slots;
         struct ibv_mr            *mr;          /* REMOTE_WRITE, our slots */
         struct uct_hipower_rx_owner *owner;    /* For release_desc */
+        uint64_t                 delivered;    /* Messages taken from the ring */
     } rx;
 
     struct {
@@ -58,8 +62,14 @@ typedef struct uct_hipower_ep {
         uint64_t                 user_end_sn;  /* WRs of user ops end here */
         uint32_t                 unannounced;  /* Push: messages not announced */
         uint32_t                 announce_word; /* Push: their bitmap word */
+        uint64_t                 woken_gen;    /* Peer sleep gen we woke */
         ucs_queue_head_t         outstanding;  /* uct_hipower_tx_op_t */
     } tx;
+
+    struct {
+        uint64_t                 posted_gen;   /* Sleep handshake posted */
+        uint64_t                 confirmed_gen; /* ... and completed */
+    } event;
 
     struct {
         uint64_t                 slots_addr;
@@ -68,12 +78,25 @@ typedef struct uct_hipower_ep {
         uint32_t                 data_offset;  /* Header + data start here */
         uint64_t                 consumed_addr;
         uint64_t                 published_addr;
+        uint64_t                 announced_addr;
+        uint64_t                 sleep_gen_addr;
         uint32_t                 ctrl_read_rkey;
         uint64_t                 written_view_addr;
         uint32_t                 ctrl_write_rkey;
         uint32_t                 qp_num;
     } peer;
 } uct_hipower_ep_t;
+
+
+#define UCT_HIPOWER_EP_FMT        "hipower %s ep %p (qp 0x%x -> peer qp 0x%x)"
+#define UCT_HIPOWER_EP_ARG(_ep)   uct_hipower_ep_iface(_ep)->dev_name, (_ep), \
+                                  (_ep)->qp->qp_num, (_ep)->peer.qp_num
+
+
+static inline uct_hipower_iface_t *uct_hipower_ep_iface(uct_hipower_ep_t *ep)
+{
+    return ucs_derived_of(ep->super.super.iface, uct_hipower_iface_t);
+}
 
 
 UCS_CLASS_DECLARE_NEW_FUNC(uct_hipower_ep_t, uct_ep_t, const uct_ep_params_t*);
@@ -97,7 +120,32 @@ ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
                                      const uct_iov_t *iov, size_t iovcnt,
                                      unsigned flags, uct_completion_t *comp);
 
+ucs_status_t uct_hipower_ep_put_short(uct_ep_h tl_ep, const void *buffer,
+                                      unsigned length, uint64_t remote_addr,
+                                      uct_rkey_t rkey);
+
+ssize_t uct_hipower_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                                 void *arg, uint64_t remote_addr,
+                                 uct_rkey_t rkey);
+
+ucs_status_t uct_hipower_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                      size_t iovcnt, uint64_t remote_addr,
+                                      uct_rkey_t rkey, uct_completion_t *comp);
+
+ucs_status_t uct_hipower_ep_get_bcopy(uct_ep_h tl_ep,
+                                      uct_unpack_callback_t unpack_cb,
+                                      void *arg, size_t length,
+                                      uint64_t remote_addr, uct_rkey_t rkey,
+                                      uct_completion_t *comp);
+
+ucs_status_t uct_hipower_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                      size_t iovcnt, uint64_t remote_addr,
+                                      uct_rkey_t rkey, uct_completion_t *comp);
+
 ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                  uct_completion_t *comp);
+
+ucs_status_t uct_hipower_ep_check(uct_ep_h tl_ep, unsigned flags,
                                   uct_completion_t *comp);
 
 ucs_status_t uct_hipower_ep_fence(uct_ep_h tl_ep, unsigned flags);
@@ -107,6 +155,63 @@ ucs_status_t uct_hipower_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 
 void uct_hipower_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
                                   void *arg);
+
+/*
+ * Posts a chain of work requests (send flags set by the caller). The last
+ * one is signaled when due (every signal_interval WRs) or forced; a signaled
+ * WR's completion retires every WR before it. @a op, if any, is retired with
+ * the chain: it holds the bcopy buffer or the user completion.
+ */
+ucs_status_t uct_hipower_ep_post(uct_hipower_ep_t *ep,
+                                 struct ibv_send_wr *first,
+                                 struct ibv_send_wr *last, unsigned nwr,
+                                 int force_signal, uct_hipower_tx_op_t *op);
+
+/* The user's iov as scatter/gather entries; zero-length entries dropped */
+static UCS_F_ALWAYS_INLINE int
+uct_hipower_ep_iov_sge(const uct_iov_t *iov, size_t iovcnt,
+                       struct ibv_sge *sge)
+{
+    int num_sge = 0;
+    size_t i;
+
+    for (i = 0; i < iovcnt; ++i) {
+        if (uct_iov_get_length(&iov[i]) == 0) {
+            continue;
+        }
+        sge[num_sge].addr   = (uintptr_t)iov[i].buffer;
+        sge[num_sge].length = uct_iov_get_length(&iov[i]);
+        sge[num_sge].lkey   = uct_hipower_memh_lkey(iov[i].memh);
+        ++num_sge;
+    }
+    return num_sge;
+}
+
+/* Wakeup: posts @a count receives for the peer's wake-up writes */
+ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
+                                             unsigned count);
+
+/*
+ * Wakeup, sender side, for each bitmap-word write: publishes how many
+ * messages are announced and, if the peer has gone to sleep since we last
+ * woke it, turns the write into one that also wakes it. One store, one
+ * fence and one load per announce when nobody sleeps (see hipower_event.c).
+ */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_wakeup_check(uct_hipower_ep_t *ep, struct ibv_send_wr *wr)
+{
+    uint64_t gen;
+
+    ep->ctrl->announced = ep->tx.msgs;
+    ucs_memory_cpu_fence();
+    gen = *(volatile uint64_t*)&ep->ctrl->peer_sleep_gen;
+    if (ucs_unlikely(gen != ep->tx.woken_gen)) {
+        ep->tx.woken_gen = gen;
+        wr->opcode       = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr->imm_data     = 0;
+        uct_hipower_ep_iface(ep)->stats.wakeup_writes++;
+    }
+}
 
 /* Handles the completion of the work request numbered @a sn */
 void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, uint64_t sn);

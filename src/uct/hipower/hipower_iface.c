@@ -253,7 +253,14 @@ static ucs_status_t uct_hipower_iface_query(uct_iface_h tl_iface,
     attr->cap.flags       = UCT_IFACE_FLAG_AM_SHORT      |
                             UCT_IFACE_FLAG_AM_BCOPY      |
                             UCT_IFACE_FLAG_AM_ZCOPY      |
+                            UCT_IFACE_FLAG_PUT_SHORT     |
+                            UCT_IFACE_FLAG_PUT_BCOPY     |
+                            UCT_IFACE_FLAG_PUT_ZCOPY     |
+                            UCT_IFACE_FLAG_GET_BCOPY     |
+                            UCT_IFACE_FLAG_GET_ZCOPY     |
                             UCT_IFACE_FLAG_PENDING       |
+                            UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                            UCT_IFACE_FLAG_EP_CHECK      |
                             UCT_IFACE_FLAG_CONNECT_TO_EP |
                             UCT_IFACE_FLAG_CB_SYNC;
 
@@ -267,11 +274,31 @@ static ucs_status_t uct_hipower_iface_query(uct_iface_h tl_iface,
     attr->cap.am.max_hdr         = UCT_HIPOWER_MAX_ZCOPY_HDR;
     attr->cap.am.max_iov         = UCT_HIPOWER_MAX_IOV;
 
+    attr->cap.put.max_short       = iface->config.max_inline;
+    attr->cap.put.max_bcopy       = iface->config.slot_size;
+    attr->cap.put.min_zcopy       = 0;
+    attr->cap.put.max_zcopy       = iface->config.max_rma;
+    attr->cap.put.opt_zcopy_align = UCS_SYS_PCI_MAX_PAYLOAD;
+    attr->cap.put.align_mtu       = mtu;
+    attr->cap.put.max_iov         = UCT_HIPOWER_MAX_IOV;
+
+    attr->cap.get.max_bcopy       = iface->config.slot_size;
+    attr->cap.get.min_zcopy       = 0;
+    attr->cap.get.max_zcopy       = iface->config.max_rma;
+    attr->cap.get.opt_zcopy_align = UCS_SYS_PCI_MAX_PAYLOAD;
+    attr->cap.get.align_mtu       = mtu;
+    attr->cap.get.max_iov         = UCT_HIPOWER_MAX_IOV;
+
     uct_hipower_port_estimate(&iface->port_attr, mtu, &latency, &bandwidth);
     attr->latency             = ucs_linear_func_make(latency, 0);
     attr->bandwidth.dedicated = 0;
     attr->bandwidth.shared    = bandwidth;
     attr->overhead            = iface->config.overhead;
+    if (iface->event.channel != NULL) {
+        attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
+                                UCT_IFACE_FLAG_EVENT_RECV      |
+                                UCT_IFACE_FLAG_EVENT_FD;
+    }
     attr->priority            = 0;
     return UCS_OK;
 }
@@ -349,7 +376,7 @@ static ucs_status_t uct_hipower_iface_flush(uct_iface_h tl_iface,
     return UCS_INPROGRESS;
 }
 
-static unsigned uct_hipower_iface_poll_cq(uct_hipower_iface_t *iface)
+unsigned uct_hipower_iface_poll_cq(uct_hipower_iface_t *iface)
 {
     struct ibv_wc wc[UCT_HIPOWER_CQ_BATCH];
     uct_hipower_ep_t *ep;
@@ -403,6 +430,10 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
     unsigned count;
 
     count = uct_hipower_iface_poll_cq(iface);
+    if (ucs_unlikely(iface->event.gen != 0)) {
+        /* Someone has slept on this interface: peers may wake it */
+        count += uct_hipower_iface_progress_events(iface);
+    }
 
     ucs_list_for_each(ep, &iface->ep_list, list) {
         if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
@@ -637,17 +668,31 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         rd_atomic = ucs_min(dev_attr.max_qp_rd_atom,
                             dev_attr.max_qp_init_rd_atom);
         self->config.max_rd_atomic = ucs_min(16, rd_atomic);
+        /* One work request moves at most the port's message size */
+        self->config.max_rma       = ucs_min(self->port_attr.max_msg_sz,
+                                             UCS_GBYTE);
+    }
+
+    /* Wakeup needs the peer to write our sleep generation: push mode only */
+    self->event.channel = NULL;
+    self->event.rx_cq   = NULL;
+    self->event.gen     = 0;
+    if (self->config.notify == UCT_HIPOWER_NOTIFY_PUSH) {
+        status = uct_hipower_iface_event_init(self, config->tx_cq_len);
+        if (status != UCS_OK) {
+            goto err;
+        }
     }
 
     /* Room for flushed completions of destroyed endpoints beyond credits */
     self->cq_available = config->tx_cq_len;
     self->cq = ibv_create_cq(md->ibv_context, 2 * config->tx_cq_len, NULL,
-                             NULL, 0);
+                             self->event.channel, 0);
     if (self->cq == NULL) {
         ucs_error("hipower %s: ibv_create_cq(%u) failed: %m", self->dev_name,
                   2 * config->tx_cq_len);
         status = UCS_ERR_IO_ERROR;
-        goto err;
+        goto err_cleanup_event;
     }
 
     status = uct_hipower_iface_init_arena(self, config->mem_budget);
@@ -678,6 +723,8 @@ err_cleanup_arena:
     uct_hipower_iface_cleanup_arena(self);
 err_destroy_cq:
     ibv_destroy_cq(self->cq);
+err_cleanup_event:
+    uct_hipower_iface_event_cleanup(self);
 err:
     kh_destroy_inplace(uct_hipower_qp_ep, &self->qp_eps);
     return status;
@@ -705,6 +752,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_iface_t)
         ucs_warn("hipower %s: ibv_destroy_cq() failed: %s", self->dev_name,
                  strerror(ret));
     }
+    uct_hipower_iface_event_cleanup(self);
     kh_destroy_inplace(uct_hipower_qp_ep, &self->qp_eps);
 }
 
@@ -719,11 +767,16 @@ static uct_iface_ops_t uct_hipower_iface_ops = {
     .ep_am_short_iov          = uct_base_ep_am_short_iov,
     .ep_am_bcopy              = uct_hipower_ep_am_bcopy,
     .ep_am_zcopy              = uct_hipower_ep_am_zcopy,
+    .ep_put_short             = uct_hipower_ep_put_short,
+    .ep_put_bcopy             = uct_hipower_ep_put_bcopy,
+    .ep_put_zcopy             = uct_hipower_ep_put_zcopy,
+    .ep_get_bcopy             = uct_hipower_ep_get_bcopy,
+    .ep_get_zcopy             = uct_hipower_ep_get_zcopy,
     .ep_pending_add           = uct_hipower_ep_pending_add,
     .ep_pending_purge         = uct_hipower_ep_pending_purge,
     .ep_flush                 = uct_hipower_ep_flush,
     .ep_fence                 = uct_hipower_ep_fence,
-    .ep_check                 = (uct_ep_check_func_t)ucs_empty_function_return_unsupported,
+    .ep_check                 = uct_hipower_ep_check,
     .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_hipower_ep_t),
     .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_hipower_ep_t),
     .ep_get_address           = uct_hipower_ep_get_address,
@@ -733,6 +786,8 @@ static uct_iface_ops_t uct_hipower_iface_ops = {
     .iface_progress_enable    = uct_base_iface_progress_enable,
     .iface_progress_disable   = uct_base_iface_progress_disable,
     .iface_progress           = uct_hipower_iface_progress,
+    .iface_event_fd_get       = uct_hipower_iface_event_fd_get,
+    .iface_event_arm          = uct_hipower_iface_event_arm,
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_hipower_iface_t),
     .iface_query              = uct_hipower_iface_query,
     .iface_get_device_address = uct_hipower_iface_get_device_address,

@@ -100,13 +100,21 @@ typedef struct uct_hipower_ep_ctrl {
     /* Peer may RDMA_READ these (one MR) */
     hipower_bitmap_word_t        consumed[UCT_HIPOWER_BITMAP_WORDS];
     hipower_bitmap_word_t        published[UCT_HIPOWER_BITMAP_WORDS];
-    /* Peer RDMA_WRITEs this in push mode; our READ target in pull mode */
+    uint64_t                     announced;     /* Push: messages announced */
+    /* Peer RDMA_WRITEs these in push mode; our READ target in pull mode */
     hipower_bitmap_word_t        written_view[UCT_HIPOWER_BITMAP_WORDS];
+    uint64_t                     peer_sleep_gen; /* Peer sleeps: wake it */
     /* Target of our recycle READ of the peer's consumed bitmap */
     hipower_bitmap_word_t        peer_consumed[UCT_HIPOWER_BITMAP_WORDS];
+    uint64_t                     peer_announced; /* Wakeup handshake READ */
     /* Local only: slots we have taken at the peer */
     hipower_bitmap_word_t        written[UCT_HIPOWER_BITMAP_WORDS];
 } uct_hipower_ep_ctrl_t;
+
+/* Bytes from @a _first up to (not including) @a _next in the ctrl struct */
+#define UCT_HIPOWER_CTRL_SPAN(_first, _next) \
+    (ucs_offsetof(uct_hipower_ep_ctrl_t, _next) - \
+     ucs_offsetof(uct_hipower_ep_ctrl_t, _first))
 
 
 KHASH_MAP_INIT_INT(uct_hipower_qp_ep, struct uct_hipower_ep*);
@@ -154,8 +162,17 @@ typedef struct uct_hipower_iface {
         unsigned                 rnr_retry_count;
         enum ibv_mtu             path_mtu;
         uint8_t                  max_rd_atomic; /* Device's RDMA READ depth */
+        size_t                   max_rma;      /* Largest put/get zcopy */
         double                   overhead;
     } config;
+
+    /* Wakeup (push mode): see hipower_event.c */
+    struct {
+        struct ibv_comp_channel  *channel;     /* The event fd */
+        struct ibv_cq            *rx_cq;       /* Wake-up writes' receives */
+        uint64_t                 gen;          /* Sleep generation, 0: never */
+        int                      new_gen;      /* Next arm starts a new one */
+    } event;
 
     uct_hipower_stats_t          stats;
     char                         dev_name[UCT_DEVICE_NAME_MAX];
@@ -170,14 +187,27 @@ typedef struct uct_hipower_tx_op {
     uint64_t                     msg_count; /* Messages posted up to this op */
     uint32_t                     lkey;     /* Of the buffer that follows */
     uint8_t                      type;     /* uct_hipower_op_type_t */
+    union {
+        struct {
+            uct_unpack_callback_t cb;
+            void                 *arg;
+            size_t               length;
+        } get_bcopy;                       /* Unpacks the buffer */
+        void                     *result;  /* Fetching atomic's result */
+        uint64_t                 arm_gen;  /* Wakeup handshake's generation */
+    } u;
 } uct_hipower_tx_op_t;
 
 
 typedef enum {
-    UCT_HIPOWER_OP_SEND,        /* am_* write (bcopy buffer follows) */
+    UCT_HIPOWER_OP_SEND,        /* am_* / put_bcopy (bcopy buffer follows) */
     UCT_HIPOWER_OP_COMP,        /* zcopy / flush: completion only */
+    UCT_HIPOWER_OP_GET_BCOPY,   /* READ into the buffer, then unpack */
+    UCT_HIPOWER_OP_ATOMIC64,    /* Fetching atomic: copy the result out */
+    UCT_HIPOWER_OP_ATOMIC32,
     UCT_HIPOWER_OP_RECYCLE_READ,
-    UCT_HIPOWER_OP_NOTIFY_READ
+    UCT_HIPOWER_OP_NOTIFY_READ,
+    UCT_HIPOWER_OP_ARM          /* Wakeup handshake READ (see hipower_event.c) */
 } uct_hipower_op_type_t;
 
 
@@ -187,8 +217,27 @@ static inline void *uct_hipower_tx_op_buffer(uct_hipower_tx_op_t *op)
 }
 
 
+/* Receive work requests per QP for wake-up writes (one per sleep at most) */
+#define UCT_HIPOWER_EVENT_RECVS      4
+
+
 ucs_status_t uct_hipower_iface_progress_pending(uct_hipower_iface_t *iface);
 
 unsigned uct_hipower_iface_progress(uct_iface_h tl_iface);
+
+/* Polls the send CQ and handles what it finds; returns how many */
+unsigned uct_hipower_iface_poll_cq(uct_hipower_iface_t *iface);
+
+/* Wakeup (hipower_event.c): completion channel and wake-up receive CQ */
+ucs_status_t uct_hipower_iface_event_init(uct_hipower_iface_t *iface,
+                                          unsigned cq_len);
+
+void uct_hipower_iface_event_cleanup(uct_hipower_iface_t *iface);
+
+unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface);
+
+ucs_status_t uct_hipower_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p);
+
+ucs_status_t uct_hipower_iface_event_arm(uct_iface_h tl_iface, unsigned events);
 
 #endif

@@ -21,11 +21,19 @@
     _f(bitmap_reads)     /* Recycle RDMA_READs of a peer's consumed bitmap */ \
     _f(slots_recycled)   /* Slots those reads gave back */ \
     _f(notify_reads)     /* Pull mode: RDMA_READs of a peer's written bitmap */ \
+    _f(put_ops)          /* RMA writes to user memory (put_*) */ \
+    _f(put_bytes) \
+    _f(get_ops)          /* RMA reads of user memory (get_*) */ \
+    _f(get_bytes) \
+    _f(atomic_ops)       /* Remote atomics */ \
     _f(tx_completions)   /* Completions polled, all send-side */ \
     _f(rx_completions)   /* Receive completions: none by design */ \
     _f(pool_empty)       /* Sends refused: no free peer slot */ \
     _f(tx_queue_full)    /* Sends refused: no send queue / CQ room */ \
     _f(pending_dispatch) /* Pending requests dispatched */ \
+    _f(wakeup_writes)    /* Announces sent with immediate: peer was asleep */ \
+    _f(wakeup_events)    /* Their receive completions here */ \
+    _f(sleeps)           /* event_arm calls that let the caller sleep */ \
     _f(bad_slots)        /* Slots rejected as corrupt */
 
 #define UCT_HIPOWER_STATS_DECLARE(_name) uint64_t _name;

@@ -23,17 +23,22 @@ ucs_status_t uct_hipower_qp_create(uct_hipower_iface_t *iface,
     struct ibv_qp *qp;
     int ret;
 
-    /* No receive queue: nothing is ever received by SEND */
+    /* Nothing is ever received by SEND; the receive queue only takes the
+     * peer's wake-up writes (hipower_event.c), in push mode */
     memset(&init_attr, 0, sizeof(init_attr));
     init_attr.qp_type             = IBV_QPT_RC;
     init_attr.send_cq             = iface->cq;
-    init_attr.recv_cq             = iface->cq;
     init_attr.sq_sig_all          = 0;
     init_attr.cap.max_send_wr     = iface->config.tx_queue_len;
     init_attr.cap.max_send_sge    = UCT_HIPOWER_MAX_IOV + 1;
     init_attr.cap.max_inline_data = iface->config.max_inline;
-    init_attr.cap.max_recv_wr     = 0;
-    init_attr.cap.max_recv_sge    = 0;
+    if (iface->event.rx_cq != NULL) {
+        init_attr.recv_cq          = iface->event.rx_cq;
+        init_attr.cap.max_recv_wr  = UCT_HIPOWER_EVENT_RECVS;
+        init_attr.cap.max_recv_sge = 1;
+    } else {
+        init_attr.recv_cq          = iface->cq;
+    }
 
     qp = ibv_create_qp(md->pd, &init_attr);
     if (qp == NULL) {

@@ -1,0 +1,298 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+/*
+ * RMA on user memory: RDMA_WRITE and RDMA_READ on the endpoint's RC QP with
+ * the rkeys of the hipower MD. No receive slot is involved, so RMA never
+ * waits for the peer to recycle; it shares the send queue, the completion
+ * credits and the work-request order with the endpoint's active messages.
+ */
+
+#include "hipower_ep.h"
+
+#include <ucs/debug/log.h>
+#include <string.h>
+
+
+/* Room to post one RMA work request and, later, the announce of pending AMs */
+static inline ucs_status_t uct_hipower_ep_rma_check(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+        return UCS_ERR_ENDPOINT_TIMEOUT;
+    }
+
+    if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
+                     (!ucs_queue_is_empty(&ep->pending_q) &&
+                      !(ep->flags & UCT_HIPOWER_EP_FLAG_DISPATCHING)))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    if (ucs_unlikely((ep->tx.sq_available < 2) ||
+                     (iface->cq_available <= 1))) {
+        iface->stats.tx_queue_full++;
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    return UCS_OK;
+}
+
+static inline uct_hipower_tx_op_t *
+uct_hipower_ep_rma_op_get(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
+                          uct_completion_t *comp)
+{
+    uct_hipower_tx_op_t *op;
+
+    op = ucs_mpool_get_inline(&uct_hipower_ep_iface(ep)->tx_mp);
+    if (ucs_likely(op != NULL)) {
+        op->type = type;
+        op->comp = comp;
+    }
+    return op;
+}
+
+static inline void uct_hipower_ep_rma_wr(struct ibv_send_wr *wr,
+                                         enum ibv_wr_opcode opcode,
+                                         struct ibv_sge *sge, int num_sge,
+                                         uint64_t remote_addr, uct_rkey_t rkey)
+{
+    wr->opcode              = opcode;
+    wr->send_flags          = 0;
+    wr->sg_list             = sge;
+    wr->num_sge             = num_sge;
+    wr->wr.rdma.remote_addr = remote_addr;
+    wr->wr.rdma.rkey        = (uint32_t)rkey;
+}
+
+/* Posts one RMA work request; flush then waits for it */
+static inline ucs_status_t uct_hipower_ep_rma_post(uct_hipower_ep_t *ep,
+                                                   struct ibv_send_wr *wr,
+                                                   int force_signal,
+                                                   uct_hipower_tx_op_t *op)
+{
+    ucs_status_t status;
+
+    status = uct_hipower_ep_post(ep, wr, wr, 1, force_signal, op);
+    if (ucs_likely(status == UCS_OK)) {
+        ep->tx.user_end_sn = ep->tx.sn;
+    }
+    return status;
+}
+
+/* A size within the operation's limit, and room to post it now */
+static inline ucs_status_t uct_hipower_ep_rma_admit(uct_hipower_ep_t *ep,
+                                                    const char *name,
+                                                    size_t length, size_t max)
+{
+    if (ucs_unlikely(length > max)) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": %s length %zu is over the limit %zu",
+                  UCT_HIPOWER_EP_ARG(ep), name, length, max);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    return uct_hipower_ep_rma_check(ep);
+}
+
+ucs_status_t uct_hipower_ep_put_short(uct_ep_h tl_ep, const void *buffer,
+                                      unsigned length, uint64_t remote_addr,
+                                      uct_rkey_t rkey)
+{
+    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    ucs_status_t status;
+
+    status = uct_hipower_ep_rma_admit(ep, "put_short", length,
+                                      iface->config.max_inline);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    sge.addr   = (uintptr_t)buffer;
+    sge.length = length;
+    sge.lkey   = 0;
+    uct_hipower_ep_rma_wr(&wr, IBV_WR_RDMA_WRITE, &sge, 1, remote_addr, rkey);
+    wr.send_flags = IBV_SEND_INLINE;
+    status = uct_hipower_ep_rma_post(ep, &wr, 0, NULL);
+    if (ucs_likely(status == UCS_OK)) {
+        iface->stats.put_ops++;
+        iface->stats.put_bytes += length;
+        UCT_TL_EP_STAT_OP(&ep->super, PUT, SHORT, length);
+    }
+    return status;
+}
+
+ssize_t uct_hipower_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                                 void *arg, uint64_t remote_addr,
+                                 uct_rkey_t rkey)
+{
+    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uct_hipower_tx_op_t *op;
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    ucs_status_t status;
+    size_t length;
+
+    status = uct_hipower_ep_rma_check(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    op = uct_hipower_ep_rma_op_get(ep, UCT_HIPOWER_OP_SEND, NULL);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    length = pack_cb(uct_hipower_tx_op_buffer(op), arg);
+    if (ucs_unlikely(length > iface->config.slot_size)) {
+        /* The packer has already written past the buffer: a caller bug */
+        ucs_fatal(UCT_HIPOWER_EP_FMT ": put_bcopy packed %zu bytes, the "
+                  "limit is %zu", UCT_HIPOWER_EP_ARG(ep), length,
+                  iface->config.slot_size);
+    }
+
+    sge.addr   = (uintptr_t)uct_hipower_tx_op_buffer(op);
+    sge.length = length;
+    sge.lkey   = op->lkey;
+    uct_hipower_ep_rma_wr(&wr, IBV_WR_RDMA_WRITE, &sge, 1, remote_addr, rkey);
+    if (length <= iface->config.max_inline) {
+        wr.send_flags = IBV_SEND_INLINE;
+    }
+    status = uct_hipower_ep_rma_post(ep, &wr, 0, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put_inline(op);
+        return status;
+    }
+
+    iface->stats.put_ops++;
+    iface->stats.put_bytes += length;
+    UCT_TL_EP_STAT_OP(&ep->super, PUT, BCOPY, length);
+    return length;
+}
+
+ucs_status_t uct_hipower_ep_get_bcopy(uct_ep_h tl_ep,
+                                      uct_unpack_callback_t unpack_cb,
+                                      void *arg, size_t length,
+                                      uint64_t remote_addr, uct_rkey_t rkey,
+                                      uct_completion_t *comp)
+{
+    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uct_hipower_tx_op_t *op;
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    ucs_status_t status;
+
+    status = uct_hipower_ep_rma_admit(ep, "get_bcopy", length,
+                                      iface->config.slot_size);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    op = uct_hipower_ep_rma_op_get(ep, UCT_HIPOWER_OP_GET_BCOPY, comp);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    op->u.get_bcopy.cb     = unpack_cb;
+    op->u.get_bcopy.arg    = arg;
+    op->u.get_bcopy.length = length;
+    sge.addr               = (uintptr_t)uct_hipower_tx_op_buffer(op);
+    sge.length             = length;
+    sge.lkey               = op->lkey;
+    uct_hipower_ep_rma_wr(&wr, IBV_WR_RDMA_READ, &sge, 1, remote_addr, rkey);
+    /* Signaled: the data is unpacked when the read completes */
+    status = uct_hipower_ep_rma_post(ep, &wr, 1, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put_inline(op);
+        return status;
+    }
+
+    iface->stats.get_ops++;
+    iface->stats.get_bytes += length;
+    UCT_TL_EP_STAT_OP(&ep->super, GET, BCOPY, length);
+    return UCS_INPROGRESS;
+}
+
+/* put_zcopy and get_zcopy: one WRITE or READ straight from/to user memory */
+static inline ucs_status_t
+uct_hipower_ep_rma_zcopy(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
+                         const uct_iov_t *iov, size_t iovcnt,
+                         uint64_t remote_addr, uct_rkey_t rkey,
+                         uct_completion_t *comp)
+{
+    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    int is_put                 = (opcode == IBV_WR_RDMA_WRITE);
+    size_t length              = uct_iov_total_length(iov, iovcnt);
+    struct ibv_sge sge[UCT_HIPOWER_MAX_IOV];
+    uct_hipower_tx_op_t *op = NULL;
+    struct ibv_send_wr wr;
+    ucs_status_t status;
+
+    if (ucs_unlikely(iovcnt > UCT_HIPOWER_MAX_IOV)) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": %s iovcnt %zu is over the limit %u",
+                  UCT_HIPOWER_EP_ARG(ep), is_put ? "put_zcopy" : "get_zcopy",
+                  iovcnt, UCT_HIPOWER_MAX_IOV);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_hipower_ep_rma_admit(ep, is_put ? "put_zcopy" : "get_zcopy",
+                                      length, iface->config.max_rma);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    if (comp != NULL) {
+        op = uct_hipower_ep_rma_op_get(ep, UCT_HIPOWER_OP_COMP, comp);
+        if (ucs_unlikely(op == NULL)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+    }
+
+    uct_hipower_ep_rma_wr(&wr, opcode, sge,
+                          uct_hipower_ep_iov_sge(iov, iovcnt, sge),
+                          remote_addr, rkey);
+    status = uct_hipower_ep_rma_post(ep, &wr, comp != NULL, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        if (op != NULL) {
+            ucs_mpool_put_inline(op);
+        }
+        return status;
+    }
+
+    if (is_put) {
+        iface->stats.put_ops++;
+        iface->stats.put_bytes += length;
+        UCT_TL_EP_STAT_OP(&ep->super, PUT, ZCOPY, length);
+    } else {
+        iface->stats.get_ops++;
+        iface->stats.get_bytes += length;
+        UCT_TL_EP_STAT_OP(&ep->super, GET, ZCOPY, length);
+    }
+    /* Without a completion the user learns of it by flush */
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t uct_hipower_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                      size_t iovcnt, uint64_t remote_addr,
+                                      uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return uct_hipower_ep_rma_zcopy(tl_ep, IBV_WR_RDMA_WRITE, iov, iovcnt,
+                                    remote_addr, rkey, comp);
+}
+
+ucs_status_t uct_hipower_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                      size_t iovcnt, uint64_t remote_addr,
+                                      uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return uct_hipower_ep_rma_zcopy(tl_ep, IBV_WR_RDMA_READ, iov, iovcnt,
+                                    remote_addr, rkey, comp);
+}

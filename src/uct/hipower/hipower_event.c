@@ -1,0 +1,341 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+/*
+ * Wakeup: an event fd for ucp_worker_wait() and friends (push mode).
+ *
+ * hipower's receiver learns of messages from memory, so nothing in the data
+ * path makes a completion it could sleep on. A sleeping receiver therefore
+ * asks its peers to wake it, and they pay for that only while it sleeps:
+ *
+ *  - arm(RECV) starts a sleep generation and, per endpoint, RDMA_WRITEs it
+ *    into the peer's peer_sleep_gen, then RDMA_READs the peer's count of
+ *    messages announced so far (same QP, so the read sees the write done).
+ *  - A sender, whenever it writes a bitmap word, stores its announced count,
+ *    fences, and loads peer_sleep_gen. If the generation is new, that bitmap
+ *    write goes as RDMA_WRITE_WITH_IMM: it consumes a receive on the sleeper's
+ *    QP and its completion on rx_cq fires the completion channel's fd.
+ *  - When every handshake read has completed, the receiver sleeps only if it
+ *    has taken every announced message from its rings. The store-fence-load
+ *    on the sender and write-then-read on the receiver make sure a message is
+ *    either counted by the read or announced with the immediate: no message
+ *    can slip past a sleeping receiver.
+ *
+ * Busy-polling costs: one store, one fence and one load per bitmap write;
+ * rx_cq is polled only once a consumer has armed the interface.
+ * Send completions are ordinary signaled CQEs on the send CQ, armed as is.
+ */
+
+#include "hipower_ep.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/sys/math.h>
+#include <ucs/sys/sys.h>
+#include <string.h>
+#include <errno.h>
+
+
+/* Completions taken from rx_cq per poll */
+#define UCT_HIPOWER_EVENT_POLL  16
+
+
+ucs_status_t uct_hipower_iface_event_init(uct_hipower_iface_t *iface,
+                                          unsigned cq_len)
+{
+    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
+    ucs_status_t status;
+
+    iface->event.gen     = 0;
+    iface->event.new_gen = 1;
+    iface->event.channel = ibv_create_comp_channel(md->ibv_context);
+    if (iface->event.channel == NULL) {
+        ucs_error("hipower %s: ibv_create_comp_channel() failed: %m",
+                  iface->dev_name);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    status = ucs_sys_fcntl_modfl(iface->event.channel->fd, O_NONBLOCK, 0);
+    if (status != UCS_OK) {
+        goto err_destroy_channel;
+    }
+
+    iface->event.rx_cq = ibv_create_cq(md->ibv_context, cq_len, NULL,
+                                       iface->event.channel, 0);
+    if (iface->event.rx_cq == NULL) {
+        ucs_error("hipower %s: ibv_create_cq(%u) for wake-up receives "
+                  "failed: %m", iface->dev_name, cq_len);
+        status = UCS_ERR_IO_ERROR;
+        goto err_destroy_channel;
+    }
+
+    return UCS_OK;
+
+err_destroy_channel:
+    ibv_destroy_comp_channel(iface->event.channel);
+    iface->event.channel = NULL;
+    return status;
+}
+
+void uct_hipower_iface_event_cleanup(uct_hipower_iface_t *iface)
+{
+    if (iface->event.rx_cq != NULL) {
+        ibv_destroy_cq(iface->event.rx_cq);
+    }
+    if (iface->event.channel != NULL) {
+        ibv_destroy_comp_channel(iface->event.channel);
+    }
+}
+
+ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
+                                             unsigned count)
+{
+    struct ibv_recv_wr wr, *bad_wr;
+    int ret;
+
+    if (uct_hipower_ep_iface(ep)->event.rx_cq == NULL) {
+        return UCS_OK;
+    }
+
+    /* No buffer: a write with immediate carries its data by RDMA */
+    memset(&wr, 0, sizeof(wr));
+    for (; count > 0; --count) {
+        ret = ibv_post_recv(ep->qp, &wr, &bad_wr);
+        if (ret != 0) {
+            ucs_error(UCT_HIPOWER_EP_FMT ": ibv_post_recv() failed: %s",
+                      UCT_HIPOWER_EP_ARG(ep), strerror(ret));
+            return UCS_ERR_IO_ERROR;
+        }
+    }
+    return UCS_OK;
+}
+
+/* Takes wake-up receives off rx_cq and gives their QPs new ones */
+unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
+{
+    struct ibv_wc wc[UCT_HIPOWER_EVENT_POLL];
+    uct_hipower_ep_t *ep;
+    khiter_t iter;
+    int i, num_wcs;
+
+    num_wcs = ibv_poll_cq(iface->event.rx_cq, UCT_HIPOWER_EVENT_POLL, wc);
+    for (i = 0; i < num_wcs; ++i) {
+        iter = kh_get(uct_hipower_qp_ep, &iface->qp_eps, wc[i].qp_num);
+        if ((iter == kh_end(&iface->qp_eps)) ||
+            (wc[i].status != IBV_WC_SUCCESS)) {
+            /* Flushed by a failed or destroyed QP: the send side reports */
+            continue;
+        }
+
+        ep = kh_value(&iface->qp_eps, iter);
+        iface->stats.wakeup_events++;
+        uct_hipower_ep_post_event_recvs(ep, 1);
+    }
+    return ucs_max(num_wcs, 0);
+}
+
+ucs_status_t uct_hipower_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
+{
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
+
+    if (iface->event.channel == NULL) {
+        ucs_error("hipower %s: no event fd with UCX_HIPOWER_NOTIFY=pull",
+                  iface->dev_name);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    *fd_p = iface->event.channel->fd;
+    return UCS_OK;
+}
+
+/* Acknowledges the events that woke the caller, so the fd goes quiet */
+static ucs_status_t uct_hipower_iface_event_drain(uct_hipower_iface_t *iface)
+{
+    unsigned tx_events = 0, rx_events = 0;
+    void *cq_context;
+    struct ibv_cq *cq;
+
+    while (ibv_get_cq_event(iface->event.channel, &cq, &cq_context) == 0) {
+        if (cq == iface->cq) {
+            ++tx_events;
+        } else {
+            ++rx_events;
+        }
+    }
+
+    if (errno != EAGAIN) {
+        ucs_error("hipower %s: ibv_get_cq_event() failed: %m",
+                  iface->dev_name);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    if (tx_events > 0) {
+        ibv_ack_cq_events(iface->cq, tx_events);
+    }
+    if (rx_events > 0) {
+        ibv_ack_cq_events(iface->event.rx_cq, rx_events);
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t uct_hipower_cq_arm(uct_hipower_iface_t *iface,
+                                       struct ibv_cq *cq)
+{
+    int ret = ibv_req_notify_cq(cq, 0);
+
+    if (ret != 0) {
+        ucs_error("hipower %s: ibv_req_notify_cq() failed: %s",
+                  iface->dev_name, strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+/* Tells the peer this generation and reads its announced count after it */
+static ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep,
+                                              uint64_t gen)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    struct ibv_send_wr write_wr, read_wr;
+    struct ibv_sge write_sge, read_sge;
+    uct_hipower_tx_op_t *op;
+    ucs_status_t status;
+
+    if ((ep->tx.sq_available < 2) || (iface->cq_available <= 1)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    op = ucs_mpool_get_inline(&iface->tx_mp);
+    if (op == NULL) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    op->type                     = UCT_HIPOWER_OP_ARM;
+    op->comp                     = NULL;
+    op->u.arm_gen                = gen;
+    write_sge.addr               = (uintptr_t)&gen; /* Inline: copied now */
+    write_sge.length             = sizeof(gen);
+    write_sge.lkey               = 0;
+    write_wr.opcode              = IBV_WR_RDMA_WRITE;
+    write_wr.send_flags          = IBV_SEND_INLINE;
+    write_wr.sg_list             = &write_sge;
+    write_wr.num_sge             = 1;
+    write_wr.wr.rdma.remote_addr = ep->peer.sleep_gen_addr;
+    write_wr.wr.rdma.rkey        = ep->peer.ctrl_write_rkey;
+    write_wr.next                = &read_wr;
+    read_sge.addr                = (uintptr_t)&ep->ctrl->peer_announced;
+    read_sge.length              = sizeof(ep->ctrl->peer_announced);
+    read_sge.lkey                = ep->ctrl_local_mr->lkey;
+    read_wr.opcode               = IBV_WR_RDMA_READ;
+    read_wr.send_flags           = 0;
+    read_wr.sg_list              = &read_sge;
+    read_wr.num_sge              = 1;
+    read_wr.wr.rdma.remote_addr  = ep->peer.announced_addr;
+    read_wr.wr.rdma.rkey         = ep->peer.ctrl_read_rkey;
+
+    status = uct_hipower_ep_post(ep, &write_wr, &read_wr, 2, 1, op);
+    if (status != UCS_OK) {
+        ucs_mpool_put_inline(op);
+        return status;
+    }
+
+    ep->event.posted_gen = gen;
+    return UCS_OK;
+}
+
+/*
+ * UCS_OK: sleep on the fd. UCS_ERR_BUSY: progress and call again (messages
+ * arrived or are in flight, or the sleep handshake has not completed yet).
+ */
+static ucs_status_t uct_hipower_iface_arm_recv(uct_hipower_iface_t *iface)
+{
+    ucs_status_t status = UCS_OK;
+    uct_hipower_ep_t *ep;
+
+    if (iface->event.new_gen) {
+        iface->event.gen++;
+        iface->event.new_gen = 0;
+    }
+
+    ucs_list_for_each(ep, &iface->ep_list, list) {
+        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
+            (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+            continue;
+        }
+
+        /* Whoever we send to may sleep too: announce our batch now */
+        uct_hipower_ep_announce(ep);
+        if (hipower_rx_ring_ready_count(&ep->rx.ring, ep->ctrl->written_view,
+                                        1) > 0) {
+            return UCS_ERR_BUSY;
+        }
+
+        if (ep->event.confirmed_gen != iface->event.gen) {
+            if (ep->event.posted_gen != iface->event.gen) {
+                uct_hipower_ep_post_sleep(ep, iface->event.gen);
+            }
+            status = UCS_ERR_BUSY;
+        } else if ((int64_t)(ep->rx.delivered -
+                             *(volatile uint64_t*)&ep->ctrl->peer_announced) < 0) {
+            /* Announced before the peer saw our generation, still in flight */
+            status = UCS_ERR_BUSY;
+        }
+    }
+
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_hipower_cq_arm(iface, iface->event.rx_cq);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    /* A wake-up write that came before the arm made no event */
+    if (uct_hipower_iface_progress_events(iface) > 0) {
+        return UCS_ERR_BUSY;
+    }
+
+    iface->event.new_gen = 1;
+    return UCS_OK;
+}
+
+ucs_status_t uct_hipower_iface_event_arm(uct_iface_h tl_iface, unsigned events)
+{
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
+    ucs_status_t status;
+
+    if (iface->event.channel == NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    status = uct_hipower_iface_event_drain(iface);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (events & UCT_EVENT_SEND_COMP) {
+        status = uct_hipower_cq_arm(iface, iface->cq);
+        if (status != UCS_OK) {
+            return status;
+        }
+
+        /* Completions that came before the arm made no event */
+        if (uct_hipower_iface_poll_cq(iface) > 0) {
+            return UCS_ERR_BUSY;
+        }
+    }
+
+    if (events & (UCT_EVENT_RECV | UCT_EVENT_RECV_SIG)) {
+        status = uct_hipower_iface_arm_recv(iface);
+        if (status != UCS_OK) {
+            return status;
+        }
+        iface->stats.sleeps++;
+    }
+
+    return UCS_OK;
+}
