@@ -20,5 +20,8 @@ for mode in push pull; do
         fail "receive completions were polled"
     grep -q '100%: Checks: 10, Failures: 0, Errors: 0' <<< "$out" ||
         fail "not all 10 transport tests passed"
+    # rxe does RC atomics, so hipower must offer and pass them
+    grep -q '^atomics: fetch-add, add, compare-swap ok' <<< "$out" ||
+        fail "remote atomics were not advertised or not checked"
 done
 echo "ok: both notification modes"

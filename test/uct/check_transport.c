@@ -1053,6 +1053,41 @@ START_TEST(test_rma)
                               999), "outstanding put %d landed wrong", k);
     }
 
+    /* 64-bit atomics on an aligned word of B's memory, if advertised */
+    if (side_a.attr.cap.flags & UCT_IFACE_FLAG_ATOMIC_DEVICE) {
+        uint64_t *word = (uint64_t*)(b.remote + 64), result = 0;
+        uint64_t raddr64 = (uintptr_t)word;
+
+        *word = 5;
+        rma_comp_init(&comp);
+        status = uct_ep_atomic64_fetch(pairs[0].ep_a, UCT_ATOMIC_OP_ADD, 3,
+                                       &result, raddr64, b.rkey.rkey, &comp);
+        rma_wait(status, &comp, "atomic fetch-add", 8);
+        ck_assert_uint_eq(result, 5);
+        ck_assert_uint_eq(*word, 8);
+        status = uct_ep_atomic64_post(pairs[0].ep_a, UCT_ATOMIC_OP_ADD, 10,
+                                      raddr64, b.rkey.rkey);
+        rma_wait(status, NULL, "atomic add", 8);
+        ck_assert_uint_eq(*word, 18);
+        rma_comp_init(&comp);
+        status = uct_ep_atomic_cswap64(pairs[0].ep_a, 18, 100, raddr64,
+                                       b.rkey.rkey, &result, &comp);
+        rma_wait(status, &comp, "atomic cswap", 8);
+        ck_assert_uint_eq(result, 18);
+        ck_assert_uint_eq(*word, 100);
+        rma_comp_init(&comp);
+        status = uct_ep_atomic_cswap64(pairs[0].ep_a, 5, 7, raddr64,
+                                       b.rkey.rkey, &result, &comp);
+        rma_wait(status, &comp, "atomic cswap (mismatch)", 8);
+        ck_assert_uint_eq(result, 100);
+        ck_assert_uint_eq(*word, 100);
+        ck_assert_int_eq(uct_ep_atomic64_post(pairs[0].ep_a,
+                                              UCT_ATOMIC_OP_XOR, 1, raddr64,
+                                              b.rkey.rkey),
+                         UCS_ERR_UNSUPPORTED);
+        printf("atomics: fetch-add, add, compare-swap ok\n");
+    }
+
     ck_assert_int_eq(ep_errors_a, 0);
     free(want);
     rma_cleanup(&b);

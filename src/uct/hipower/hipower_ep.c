@@ -621,6 +621,12 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, uint64_t sn)
         case UCT_HIPOWER_OP_NOTIFY_READ:
             ep->flags &= ~UCT_HIPOWER_EP_FLAG_NOTIFY_READ;
             break;
+        case UCT_HIPOWER_OP_ATOMIC64:
+            *(uint64_t*)op->u.result = *(uint64_t*)uct_hipower_tx_op_buffer(op);
+            if (op->comp != NULL) {
+                uct_invoke_completion(op->comp, UCS_OK);
+            }
+            break;
         case UCT_HIPOWER_OP_ARM:
             ep->event.confirmed_gen = op->u.arm_gen;
             break;

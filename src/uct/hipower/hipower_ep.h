@@ -142,6 +142,26 @@ ucs_status_t uct_hipower_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                       size_t iovcnt, uint64_t remote_addr,
                                       uct_rkey_t rkey, uct_completion_t *comp);
 
+/* What an RC QP's atomics can do: 64-bit add, fetch-add, compare-swap */
+#define UCT_HIPOWER_ATOMIC64_OPS   UCS_BIT(UCT_ATOMIC_OP_ADD)
+#define UCT_HIPOWER_ATOMIC64_FOPS  (UCS_BIT(UCT_ATOMIC_OP_ADD) | \
+                                    UCS_BIT(UCT_ATOMIC_OP_CSWAP))
+
+ucs_status_t uct_hipower_ep_atomic64_post(uct_ep_h tl_ep, unsigned opcode,
+                                          uint64_t value, uint64_t remote_addr,
+                                          uct_rkey_t rkey);
+
+ucs_status_t uct_hipower_ep_atomic64_fetch(uct_ep_h tl_ep, unsigned opcode,
+                                           uint64_t value, uint64_t *result,
+                                           uint64_t remote_addr,
+                                           uct_rkey_t rkey,
+                                           uct_completion_t *comp);
+
+ucs_status_t uct_hipower_ep_atomic_cswap64(uct_ep_h tl_ep, uint64_t compare,
+                                           uint64_t swap, uint64_t remote_addr,
+                                           uct_rkey_t rkey, uint64_t *result,
+                                           uct_completion_t *comp);
+
 ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                   uct_completion_t *comp);
 

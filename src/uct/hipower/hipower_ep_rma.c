@@ -16,6 +16,7 @@
 
 #include <ucs/debug/log.h>
 #include <string.h>
+#include <inttypes.h>
 
 
 /* Room to post one RMA work request and, later, the announce of pending AMs */
@@ -295,4 +296,119 @@ ucs_status_t uct_hipower_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 {
     return uct_hipower_ep_rma_zcopy(tl_ep, IBV_WR_RDMA_READ, iov, iovcnt,
                                     remote_addr, rkey, comp);
+}
+
+/*
+ * 64-bit remote atomics: the verbs FETCH_AND_ADD and CMP_AND_SWP, which is
+ * all an RC QP offers (so post ADD, fetch ADD and CSWAP). The original
+ * value lands in the operation's buffer and is copied out on completion.
+ */
+static inline ucs_status_t
+uct_hipower_ep_atomic64(uct_hipower_ep_t *ep, enum ibv_wr_opcode opcode,
+                        uint64_t compare_add, uint64_t swap,
+                        uint64_t remote_addr, uct_rkey_t rkey,
+                        uint64_t *result, uct_completion_t *comp)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uct_hipower_tx_op_t *op;
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    ucs_status_t status;
+
+    if (ucs_unlikely(remote_addr % sizeof(uint64_t))) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": atomic on unaligned remote address "
+                  "0x%" PRIx64, UCT_HIPOWER_EP_ARG(ep), remote_addr);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_hipower_ep_rma_check(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    /* A posted (non-fetching) atomic still needs somewhere to put the
+     * result: the buffer goes back to the pool when a later WR completes */
+    op = uct_hipower_ep_rma_op_get(ep, (result != NULL) ?
+                                       UCT_HIPOWER_OP_ATOMIC64 :
+                                       UCT_HIPOWER_OP_SEND, comp);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    op->u.result              = result;
+    sge.addr                  = (uintptr_t)uct_hipower_tx_op_buffer(op);
+    sge.length                = sizeof(uint64_t);
+    sge.lkey                  = op->lkey;
+    wr.opcode                 = opcode;
+    wr.send_flags             = 0;
+    wr.sg_list                = &sge;
+    wr.num_sge                = 1;
+    wr.wr.atomic.remote_addr  = remote_addr;
+    wr.wr.atomic.rkey         = (uint32_t)rkey;
+    wr.wr.atomic.compare_add  = compare_add;
+    wr.wr.atomic.swap         = swap;
+    status = uct_hipower_ep_rma_post(ep, &wr, result != NULL, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put_inline(op);
+        return status;
+    }
+
+    iface->stats.atomic_ops++;
+    return (result != NULL) ? UCS_INPROGRESS : UCS_OK;
+}
+
+static int uct_hipower_ep_atomic_op_valid(uct_hipower_ep_t *ep,
+                                          unsigned opcode, uint64_t mask)
+{
+    if (ucs_likely((opcode < UCT_ATOMIC_OP_LAST) && (UCS_BIT(opcode) & mask))) {
+        return 1;
+    }
+
+    ucs_error(UCT_HIPOWER_EP_FMT ": atomic operation %u is not supported "
+              "(only add, fetch-add and compare-swap, 64-bit)",
+              UCT_HIPOWER_EP_ARG(ep), opcode);
+    return 0;
+}
+
+ucs_status_t uct_hipower_ep_atomic64_post(uct_ep_h tl_ep, unsigned opcode,
+                                          uint64_t value, uint64_t remote_addr,
+                                          uct_rkey_t rkey)
+{
+    uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+
+    if (!uct_hipower_ep_atomic_op_valid(ep, opcode,
+                                        UCT_HIPOWER_ATOMIC64_OPS)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    return uct_hipower_ep_atomic64(ep, IBV_WR_ATOMIC_FETCH_AND_ADD, value, 0,
+                                   remote_addr, rkey, NULL, NULL);
+}
+
+ucs_status_t uct_hipower_ep_atomic64_fetch(uct_ep_h tl_ep, unsigned opcode,
+                                           uint64_t value, uint64_t *result,
+                                           uint64_t remote_addr,
+                                           uct_rkey_t rkey,
+                                           uct_completion_t *comp)
+{
+    uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+
+    if (!uct_hipower_ep_atomic_op_valid(ep, opcode,
+                                        UCT_HIPOWER_ATOMIC64_FOPS &
+                                        ~UCS_BIT(UCT_ATOMIC_OP_CSWAP))) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    return uct_hipower_ep_atomic64(ep, IBV_WR_ATOMIC_FETCH_AND_ADD, value, 0,
+                                   remote_addr, rkey, result, comp);
+}
+
+ucs_status_t uct_hipower_ep_atomic_cswap64(uct_ep_h tl_ep, uint64_t compare,
+                                           uint64_t swap, uint64_t remote_addr,
+                                           uct_rkey_t rkey, uint64_t *result,
+                                           uct_completion_t *comp)
+{
+    return uct_hipower_ep_atomic64(ucs_derived_of(tl_ep, uct_hipower_ep_t),
+                                   IBV_WR_ATOMIC_CMP_AND_SWP, compare, swap,
+                                   remote_addr, rkey, result, comp);
 }

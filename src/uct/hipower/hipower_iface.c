@@ -274,6 +274,12 @@ static ucs_status_t uct_hipower_iface_query(uct_iface_h tl_iface,
     attr->cap.am.max_hdr         = UCT_HIPOWER_MAX_ZCOPY_HDR;
     attr->cap.am.max_iov         = UCT_HIPOWER_MAX_IOV;
 
+    if (iface->config.atomics) {
+        attr->cap.flags              |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
+        attr->cap.atomic64.op_flags   = UCT_HIPOWER_ATOMIC64_OPS;
+        attr->cap.atomic64.fop_flags  = UCT_HIPOWER_ATOMIC64_FOPS;
+    }
+
     attr->cap.put.max_short       = iface->config.max_inline;
     attr->cap.put.max_bcopy       = iface->config.slot_size;
     attr->cap.put.min_zcopy       = 0;
@@ -668,6 +674,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         rd_atomic = ucs_min(dev_attr.max_qp_rd_atom,
                             dev_attr.max_qp_init_rd_atom);
         self->config.max_rd_atomic = ucs_min(16, rd_atomic);
+        self->config.atomics       = (dev_attr.atomic_cap != IBV_ATOMIC_NONE);
         /* One work request moves at most the port's message size */
         self->config.max_rma       = ucs_min(self->port_attr.max_msg_sz,
                                              UCS_GBYTE);
@@ -772,6 +779,9 @@ static uct_iface_ops_t uct_hipower_iface_ops = {
     .ep_put_zcopy             = uct_hipower_ep_put_zcopy,
     .ep_get_bcopy             = uct_hipower_ep_get_bcopy,
     .ep_get_zcopy             = uct_hipower_ep_get_zcopy,
+    .ep_atomic64_post         = uct_hipower_ep_atomic64_post,
+    .ep_atomic64_fetch        = uct_hipower_ep_atomic64_fetch,
+    .ep_atomic_cswap64        = uct_hipower_ep_atomic_cswap64,
     .ep_pending_add           = uct_hipower_ep_pending_add,
     .ep_pending_purge         = uct_hipower_ep_pending_purge,
     .ep_flush                 = uct_hipower_ep_flush,

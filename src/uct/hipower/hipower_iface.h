@@ -163,6 +163,7 @@ typedef struct uct_hipower_iface {
         enum ibv_mtu             path_mtu;
         uint8_t                  max_rd_atomic; /* Device's RDMA READ depth */
         size_t                   max_rma;      /* Largest put/get zcopy */
+        int                      atomics;      /* Device does RC atomics */
         double                   overhead;
     } config;
 

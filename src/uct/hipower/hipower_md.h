@@ -10,10 +10,11 @@
 #include <infiniband/verbs.h>
 
 
-/* Registration for user buffers: zero-copy sends and (later) RMA targets */
+/* Registration for user buffers: zero-copy sources, RMA and atomic targets */
 #define UCT_HIPOWER_MD_ACCESS_FLAGS  (IBV_ACCESS_LOCAL_WRITE  | \
                                       IBV_ACCESS_REMOTE_WRITE | \
-                                      IBV_ACCESS_REMOTE_READ)
+                                      IBV_ACCESS_REMOTE_READ  | \
+                                      IBV_ACCESS_REMOTE_ATOMIC)
 
 
 /**

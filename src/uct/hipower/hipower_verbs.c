@@ -53,7 +53,8 @@ ucs_status_t uct_hipower_qp_create(uct_hipower_iface_t *iface,
     qp_attr.pkey_index      = 0;
     qp_attr.port_num        = iface->port_num;
     /* The QP admits RDMA; each MR narrows it to what the peer needs */
-    qp_attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    qp_attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                              IBV_ACCESS_REMOTE_ATOMIC;
     ret = ibv_modify_qp(qp, &qp_attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
                                       IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (ret != 0) {
