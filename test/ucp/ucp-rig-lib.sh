@@ -51,6 +51,8 @@ ucp_wait() {
     while kill -0 "$pid" 2> /dev/null; do
         if [ $((SECONDS - start)) -ge "$limit" ]; then
             echo "$name still running after $limit s: killing it"
+            kill -TERM "$pid" 2> /dev/null # prints where it is stuck
+            sleep 3
             kill -9 "$pid" 2> /dev/null
             wait "$pid" 2> /dev/null
             WAIT_RC=124
@@ -63,9 +65,10 @@ ucp_wait() {
 }
 
 # Fails if a log shows a crash or an assertion
+UCP_CRASH_PATTERN='Segmentation fault|Assertion|assert|Caught signal|Bus error|double free|corrupted'
 ucp_check_clean() {
     local name=$1 log=$UCP_LOGS/$1
-    if grep -Eq 'Segmentation fault|Assertion|assert|Caught signal|Bus error|double free|corrupted' "$log"; then
+    if grep -Eq "$UCP_CRASH_PATTERN" "$log"; then
         sed "s/^/  $name: /" "$log" | tail -40
         fail "$name crashed or hit an assertion"
     fi

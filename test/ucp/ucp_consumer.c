@@ -193,13 +193,19 @@ static void where(const char *fmt, ...)
     va_end(ap);
 }
 
+/* SIGALRM (--timeout) or SIGTERM: say where it was stuck */
 static void on_alarm(int sig)
 {
     char msg[512];
     int len;
 
-    len = snprintf(msg, sizeof(msg), "FAIL (%s): timed out after %u s in %s\n",
-                   g_role, opt.timeout, g_where);
+    if (sig == SIGALRM) {
+        len = snprintf(msg, sizeof(msg), "FAIL (%s): timed out after %u s "
+                       "in %s\n", g_role, opt.timeout, g_where);
+    } else {
+        len = snprintf(msg, sizeof(msg), "FAIL (%s): terminated by signal %d "
+                       "in %s\n", g_role, sig, g_where);
+    }
     if (write(2, msg, len) < 0) {
         /* nothing to do */
     }
@@ -1862,6 +1868,7 @@ int main(int argc, char **argv)
     g_role = opt.is_server ? "server" : "client";
     signal(SIGPIPE, SIG_IGN);
     signal(SIGALRM, on_alarm);
+    signal(SIGTERM, on_alarm);
     alarm(opt.timeout);
     t_start = now();
 
