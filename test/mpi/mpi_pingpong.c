@@ -14,7 +14,7 @@
  */
 #include "mpi_check.h"
 
-enum { PHASE_PING = 1, PHASE_PONG = 2 };
+enum { PHASE_PING = 1, PHASE_PONG = 2, PHASE_WARMUP = 3 };
 
 static const size_t odd_sizes[] = {
     3, 63, 65, 1000, 4095, 4097, 8193, 65537, 1000003, 3000001
@@ -57,14 +57,16 @@ static void send_msg(int phase, int round, int peer, size_t size, int tag,
                                          size, iter));
     CHECK_MPI(MPI_Send(g_sbuf, (int)size, MPI_BYTE, peer, tag, MPI_COMM_WORLD),
               "%s to %d size %zu iteration %d",
-              (phase == PHASE_PING) ? "ping" : "pong", peer, size, iter);
+              (phase == PHASE_PING) ? "ping" :
+              (phase == PHASE_PONG) ? "pong" : "warm-up", peer, size, iter);
     ++g_sent;
 }
 
 static void recv_msg(int phase, int round, int peer, size_t size, int tag,
                      int iter, int seq)
 {
-    const char *what = (phase == PHASE_PING) ? "ping" : "pong";
+    const char *what = (phase == PHASE_PING) ? "ping" :
+                       (phase == PHASE_PONG) ? "pong" : "warm-up";
     MPI_Status st;
     int count;
 
@@ -109,6 +111,14 @@ int main(int argc, char **argv)
     for (round = 1; round < pow2; ++round) {
         peer      = (g_rank < pow2) ? (g_rank ^ round) : -1;
         initiator = (peer >= 0) && (g_rank < peer);
+        /* untimed warm-up: connects the pair (UCX wires up on demand) */
+        if (initiator) {
+            send_msg(PHASE_WARMUP, round, peer, 1, 1000, 0);
+            recv_msg(PHASE_WARMUP, round, peer, 1, 1000, 0, 0);
+        } else if (peer >= 0) {
+            recv_msg(PHASE_WARMUP, round, peer, 1, 1000, 0, 0);
+            send_msg(PHASE_WARMUP, round, peer, 1, 1000, 0);
+        }
         for (si = 0; (peer >= 0) && (si < nsizes); ++si) {
             size  = sizes[si];
             iters = (size < 65536) ? iters_small :

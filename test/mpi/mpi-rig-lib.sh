@@ -1,0 +1,193 @@
+# Shared part of the MPI rig tests (t_mpi_openmpi.sh, t_mpi_mpich.sh),
+# sourced after test/rig-tests/lib.sh.
+#
+# Runs each MPI program of test/mpi with MPI_RANKS ranks (default 4) spread
+# over the rig's devices (test/mpi/mpi-rank-env), the hipower plugin
+# preloaded in every rank and UCX limited to hipower (ud_verbs only as the
+# wireup auxiliary, no shared memory, no rc_verbs), then proves from each
+# rank's output that hipower carried its traffic:
+#   - a "hipower-stats <dev>:" line (UCX_HIPOWER_STATS=y) from every rank,
+#     on the rank's own device, with tx_msgs > 0 and rx_msgs > 0;
+#   - an "ep_cfg[N]: tag(... hipower/...)" line (UCX_LOG_LEVEL=info) from
+#     every rank;
+#   - mpi_pingpong: each rank's tx_msgs >= the messages it sent;
+#   - mpi_onesided: if the stats line has put_ops=/get_ops=, their totals
+#     over the ranks are > 0.
+#
+# For debugging only: HIPOWER_MPI_TLS overrides UCX_TLS (e.g.
+# rc_verbs,ud_verbs:aux,self); without hipower in it the hipower checks
+# are skipped and only the programs' own verification counts.
+# HIPOWER_MPI_TIMEOUT (default 300) bounds each launch, HIPOWER_MPI_PROGS
+# selects programs, HIPOWER_MPI_LOGS is where the logs go.
+
+MPI_RANKS=${MPI_RANKS:-4}
+MPI_TIMEOUT=${HIPOWER_MPI_TIMEOUT:-300}
+MPI_PROGS=${HIPOWER_MPI_PROGS:-mpi_pingpong mpi_alltoall mpi_collectives mpi_onesided}
+MPI_DIR=$HIPOWER_SRC/test/mpi
+
+export UCX_TLS=${HIPOWER_MPI_TLS:-hipower,ud_verbs:aux,self}
+export UCX_HIPOWER_STATS=y
+export UCX_LOG_LEVEL=${UCX_LOG_LEVEL:-info}
+export HIPOWER_MPI_DEVICES="${RIG_DEVICES[*]:0:2}"
+case ",$UCX_TLS," in
+    *,hipower,*) MPI_CHECK_HIPOWER=1 ;;
+    *)           MPI_CHECK_HIPOWER=0 ;;
+esac
+
+mpi_fail_count=0
+
+# mpi_setup FLAVOR: FLAVOR is openmpi or mpich
+mpi_setup() {
+    MPI_FLAVOR=$1
+    MPI_BIN=$HIPOWER_BUILD/test/mpi/$MPI_FLAVOR
+    MPI_LOGS=${HIPOWER_MPI_LOGS:-$HIPOWER_BUILD/.cache/mpi-logs/$MPI_FLAVOR}
+    local p
+    for p in $MPI_PROGS; do
+        [ -x "$MPI_BIN/$p" ] ||
+            fail "$MPI_BIN/$p not built: run 'make rig-check' or 'make mpi-tests' in $HIPOWER_BUILD"
+    done
+    MPI_PRELOAD=$(eval "$(hipower-run --print sh)" && printf '%s' "$LD_PRELOAD") ||
+        fail "hipower-run --print sh failed"
+    mkdir -p "$MPI_LOGS" || fail "cannot create $MPI_LOGS"
+    echo "$MPI_FLAVOR: $MPI_RANKS ranks over ${HIPOWER_MPI_DEVICES// /,}," \
+         "UCX_TLS=$UCX_TLS, logs in $MPI_LOGS"
+}
+
+# The launcher's output with its rank tag turned into "<rank> <line>"
+mpi_untag() {
+    case $MPI_FLAVOR in
+        openmpi) sed -n -E 's/^\[[0-9]+,([0-9]+)\]<std(out|err)>: ?(.*)$/\1 \3/p' "$1" ;;
+        mpich)   sed -n -E 's/^\[([0-9]+)\] ?(.*)$/\1 \2/p' "$1" ;;
+    esac
+}
+
+# Value of field NAME= in a stats line (0 if absent)
+stats_field() {
+    local v
+    v=$(sed -n -E "s/.* $1=([0-9]+).*/\\1/p" <<< "$2")
+    echo "${v:-0}"
+}
+
+# mpi_check_hipower PROG LOG RANKDIR: the traffic checks, from the tagged
+# output (ep_cfg lines, message counts) and each rank's stderr (stats)
+mpi_check_hipower() {
+    local prog=$1 log=$2 rankdir=$3 tagged r lines dev want tx rx put get
+    local line sent nif tot_put=0 tot_get=0 have_rma=0 ok=1 ndev
+    local -a devs
+    read -r -a devs <<< "$HIPOWER_MPI_DEVICES"
+    ndev=${#devs[@]}
+    tagged=$(mpi_untag "$log")
+    for ((r = 0; r < MPI_RANKS; r++)); do
+        want=${devs[$((r % ndev))]}
+        lines=$(grep -E "^hipower-stats " "$rankdir/rank$r.err" 2>/dev/null)
+        if [ -z "$lines" ]; then
+            echo "  $prog rank $r: no hipower-stats line (plugin not loaded, or hipower not used)" >&2
+            ok=0
+            continue
+        fi
+        tx=0 rx=0 put=0 get=0 nif=0
+        while IFS= read -r line; do
+            nif=$((nif + 1))
+            dev=$(sed -n -E 's/^hipower-stats ([^: ]*)(:[0-9]+)?:.*/\1/p' <<< "$line")
+            if [ "$dev" != "$want" ]; then
+                echo "  $prog rank $r: hipower interface on '$dev', expected $want: $line" >&2
+                ok=0
+            fi
+            tx=$((tx + $(stats_field tx_msgs "$line")))
+            rx=$((rx + $(stats_field rx_msgs "$line")))
+            if grep -q ' put_ops=' <<< "$line"; then
+                have_rma=1
+                put=$((put + $(stats_field put_ops "$line")))
+                get=$((get + $(stats_field get_ops "$line")))
+            fi
+        done <<< "$lines"
+        tot_put=$((tot_put + put))
+        tot_get=$((tot_get + get))
+        echo "    $prog rank $r: hipower on $want ($nif interface(s)): tx_msgs=$tx rx_msgs=$rx$( ((have_rma)) && echo " put_ops=$put get_ops=$get")"
+        if [ "$tx" -le 0 ] || [ "$rx" -le 0 ]; then
+            echo "  $prog rank $r: hipower carried no traffic (tx_msgs=$tx rx_msgs=$rx)" >&2
+            ok=0
+        fi
+        if ! grep -q -E "^$r .*ep_cfg\[[0-9]+\]: tag\([^)]*hipower/" <<< "$tagged"; then
+            echo "  $prog rank $r: no 'ep_cfg[N]: tag(... hipower/...)' line: UCP did not put its tag lane on hipower" >&2
+            ok=0
+        fi
+        sent=$(sed -n -E "s/^$r mpi_pingpong: rank $r sent ([0-9]+) messages.*/\\1/p" <<< "$tagged")
+        if [ -n "$sent" ] && [ "$tx" -lt "$sent" ]; then
+            echo "  $prog rank $r: sent $sent MPI messages but hipower only tx_msgs=$tx: another path carried some" >&2
+            ok=0
+        fi
+    done
+    if [ "$prog" = mpi_onesided ] && ((have_rma)); then
+        echo "    $prog: hipower RMA over all ranks: put_ops=$tot_put get_ops=$tot_get"
+        if [ "$tot_put" -le 0 ] || [ "$tot_get" -le 0 ]; then
+            echo "  $prog: MPI_Put/MPI_Get did not use hipower's put/get (put_ops=$tot_put get_ops=$tot_get)" >&2
+            ok=0
+        fi
+    fi
+    ((ok))
+}
+
+# mpi_run PROG [ARG...]: launch, check the program's verdict and the
+# transport evidence; failures are counted, the next program still runs
+mpi_run() {
+    local prog=$1 log rankdir rc start summary f
+    shift
+    log=$MPI_LOGS/$prog.log
+    rankdir=$MPI_LOGS/$prog.ranks
+    rm -rf "$rankdir" && mkdir -p "$rankdir" || fail "cannot create $rankdir"
+    export HIPOWER_MPI_STDERR_DIR=$rankdir
+    start=$SECONDS
+    case $MPI_FLAVOR in
+        openmpi)
+            timeout -k 15 "$MPI_TIMEOUT" mpirun.openmpi -n "$MPI_RANKS" \
+                --oversubscribe --bind-to none --tag-output \
+                --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any \
+                --mca osc ucx --mca btl self \
+                -x LD_PRELOAD="$MPI_PRELOAD" -x PATH -x UCX_TLS \
+                -x UCX_HIPOWER_STATS -x UCX_LOG_LEVEL -x HIPOWER_MPI_DEVICES \
+                -x HIPOWER_MPI_STDERR_DIR \
+                "$MPI_DIR/mpi-rank-env" "$MPI_BIN/$prog" "$@" > "$log" 2>&1
+            rc=$? ;;
+        mpich)
+            timeout -k 15 "$MPI_TIMEOUT" mpiexec.hydra -launcher fork \
+                -n "$MPI_RANKS" -prepend-rank \
+                -genv LD_PRELOAD "$MPI_PRELOAD" -genv MPIR_CVAR_NOLOCAL 1 \
+                "$MPI_DIR/mpi-rank-env" "$MPI_BIN/$prog" "$@" > "$log" 2>&1
+            rc=$? ;;
+    esac
+    summary=$(mpi_untag "$log" | sed -n -E "s/^0 ($prog: OK: .*)/\\1/p")
+    if [ "$rc" != 0 ] || [ -z "$summary" ]; then
+        echo "FAIL: $MPI_FLAVOR $prog: exit $rc$([ "$rc" = 124 ] && echo " (timed out after ${MPI_TIMEOUT}s)") after $((SECONDS - start))s; $log:" >&2
+        grep -v -E 'UCX +INFO' "$log" | tail -15 | sed 's/^/  | /' >&2
+        for f in "$rankdir"/rank*.err; do
+            [ -s "$f" ] || continue
+            echo "  $(basename "$f"):" >&2
+            grep -v -E '^hipower-stats|UCX +INFO' "$f" | tail -8 | sed 's/^/  | /' >&2
+        done
+        mpi_fail_count=$((mpi_fail_count + 1))
+        return 1
+    fi
+    echo "ok: $MPI_FLAVOR $summary ($((SECONDS - start))s)"
+    if ((MPI_CHECK_HIPOWER)); then
+        if ! mpi_check_hipower "$prog" "$log" "$rankdir"; then
+            echo "FAIL: $MPI_FLAVOR $prog: hipower did not carry every rank's traffic (logs $log, $rankdir)" >&2
+            mpi_fail_count=$((mpi_fail_count + 1))
+            return 1
+        fi
+    fi
+    return 0
+}
+
+mpi_run_all() {
+    local p
+    for p in $MPI_PROGS; do
+        mpi_run "$p"
+    done
+    if ! ((MPI_CHECK_HIPOWER)); then
+        echo "NOTE: UCX_TLS=$UCX_TLS has no hipower: transport checks skipped"
+    fi
+    [ "$mpi_fail_count" = 0 ] ||
+        fail "$MPI_FLAVOR: $mpi_fail_count of $(wc -w <<< "$MPI_PROGS") programs failed"
+    echo "ok: $MPI_FLAVOR: all programs passed$( ((MPI_CHECK_HIPOWER)) && echo ", over hipower in every rank")"
+}

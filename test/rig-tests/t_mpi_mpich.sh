@@ -1,0 +1,15 @@
+# MPICH (ch4:ucx) over hipower: 4 ranks spread over two devices, the
+# plugin preloaded in every rank, UCX_TLS=hipower,ud_verbs:aux,self, and
+# MPIR_CVAR_NOLOCAL=1 so that ch4's shared memory does not carry local
+# ranks' messages. Runs test/mpi's ping-pong, alltoall, bcast/gather and
+# one-sided programs (each verifies its data) and checks that every rank's
+# traffic went through hipower. See test/mpi/mpi-rig-lib.sh.
+. "$(dirname "$0")/lib.sh"
+. "$HIPOWER_SRC/test/mpi/mpi-rig-lib.sh"
+
+[ ${#RIG_DEVICES[@]} -ge 2 ] || skip "needs two verbs devices"
+command -v mpiexec.hydra > /dev/null ||
+    fail "mpiexec.hydra not found: install mpich (and libmpich-dev)"
+
+mpi_setup mpich
+mpi_run_all

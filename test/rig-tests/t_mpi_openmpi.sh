@@ -1,0 +1,17 @@
+# Open MPI (pml ucx, osc ucx) over hipower: 4 ranks spread over two
+# devices, the plugin preloaded in every rank, UCX_TLS=hipower,ud_verbs:aux,self.
+# Runs test/mpi's ping-pong, alltoall, bcast/gather and one-sided programs
+# (each verifies its data) and checks that every rank's traffic went
+# through hipower. See test/mpi/mpi-rig-lib.sh.
+. "$(dirname "$0")/lib.sh"
+. "$HIPOWER_SRC/test/mpi/mpi-rig-lib.sh"
+
+[ ${#RIG_DEVICES[@]} -ge 2 ] || skip "needs two verbs devices"
+command -v mpirun.openmpi > /dev/null ||
+    fail "mpirun.openmpi not found: install openmpi-bin (and libopenmpi-dev)"
+if [ "$(id -u)" = 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
+mpi_setup openmpi
+mpi_run_all
