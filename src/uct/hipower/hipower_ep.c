@@ -915,17 +915,18 @@ ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
  * Keepalive probe (UCP calls it every UCX_KEEPALIVE_INTERVAL): a zero-length
  * signaled RDMA_WRITE. If the peer's QP is gone it is retried and fails after
  * (UCX_HIPOWER_RETRY_COUNT + 1) x UCX_HIPOWER_TIMEOUT, and the failure goes
- * to the error handler like that of any other work request. Work already in
- * flight probes the peer by itself.
+ * to the error handler like that of any other work request. A signaled
+ * request already in flight probes the peer by itself.
  */
 ucs_status_t uct_hipower_ep_check(uct_ep_h tl_ep, unsigned flags,
                                   uct_completion_t *comp)
 {
     uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
 
+    /* Unsignaled requests alone never report: they need a signaled one */
     if ((ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
         !(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
-        (ep->tx.acked_sn != ep->tx.sn)) {
+        (ep->tx.signaled > 0)) {
         return UCS_OK;
     }
 

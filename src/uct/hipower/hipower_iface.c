@@ -139,7 +139,10 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      ucs_offsetof(uct_hipower_iface_config_t, ack_timeout),
      UCS_CONFIG_TYPE_TIME},
 
-    {"RETRY_COUNT", "7", "Transport retries before a peer is declared dead, 0 to 7.",
+    {"RETRY_COUNT", "6",
+     "Transport retries before a peer is declared dead, 0 to 7. A dead peer\n"
+     "is reported after (RETRY_COUNT + 1) x TIMEOUT. Not 7 by default: Soft-RoCE\n"
+     "(rdma_rxe) takes 7 as 'retry forever' and would never report it.",
      ucs_offsetof(uct_hipower_iface_config_t, retry_count),
      UCS_CONFIG_TYPE_UINT},
 
