@@ -131,7 +131,7 @@ mpi_check_hipower() {
 # mpi_run PROG [ARG...]: launch, check the program's verdict and the
 # transport evidence; failures are counted, the next program still runs
 mpi_run() {
-    local prog=$1 log rankdir rc start summary f
+    local prog=$1 log rankdir rc start summary f tmp
     shift
     log=$MPI_LOGS/$prog.log
     rankdir=$MPI_LOGS/$prog.ranks
@@ -140,15 +140,20 @@ mpi_run() {
     start=$SECONDS
     case $MPI_FLAVOR in
         openmpi)
+            # a session directory of its own: a killed job leaves its
+            # PMIx files behind
+            tmp=$(mktemp -d /tmp/hipower-ompi.XXXXXX) || fail "mktemp failed"
             timeout -k 15 "$MPI_TIMEOUT" mpirun.openmpi -n "$MPI_RANKS" \
                 --oversubscribe --bind-to none --tag-output \
+                --mca orte_tmpdir_base "$tmp" \
                 --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any \
                 --mca osc ucx --mca btl self \
                 -x LD_PRELOAD="$MPI_PRELOAD" -x PATH -x UCX_TLS \
                 -x UCX_HIPOWER_STATS -x UCX_LOG_LEVEL -x HIPOWER_MPI_DEVICES \
                 -x HIPOWER_MPI_STDERR_DIR \
                 "$MPI_DIR/mpi-rank-env" "$MPI_BIN/$prog" "$@" > "$log" 2>&1
-            rc=$? ;;
+            rc=$?
+            rm -rf "$tmp" ;;
         mpich)
             timeout -k 15 "$MPI_TIMEOUT" mpiexec.hydra -launcher fork \
                 -n "$MPI_RANKS" -prepend-rank \
