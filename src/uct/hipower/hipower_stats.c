@@ -9,14 +9,22 @@
 void uct_hipower_stats_print(const uct_hipower_stats_t *stats,
                              const char *dev_name, FILE *stream)
 {
-#define UCT_HIPOWER_STATS_PRINT(_name) \
-    fprintf(stream, " " #_name "=%" PRIu64, stats->_name);
+    char line[2048];
+    size_t len;
 
-    fprintf(stream, "hipower-stats %s:", dev_name);
+    /* One write: MPI launchers tag and interleave ranks' stderr by chunk */
+#define UCT_HIPOWER_STATS_PRINT(_name) \
+    len += snprintf(line + len, (len < sizeof(line)) ? sizeof(line) - len : 0, \
+                    " " #_name "=%" PRIu64, stats->_name);
+
+    len = snprintf(line, sizeof(line), "hipower-stats %s:", dev_name);
     UCT_HIPOWER_STATS_FIELDS(UCT_HIPOWER_STATS_PRINT)
-    fprintf(stream, " slots_per_read=%.2f\n",
-            (stats->bitmap_reads == 0) ? 0.0 :
-            (double)stats->slots_recycled / stats->bitmap_reads);
+    if (len < sizeof(line)) {
+        snprintf(line + len, sizeof(line) - len, " slots_per_read=%.2f\n",
+                 (stats->bitmap_reads == 0) ? 0.0 :
+                 (double)stats->slots_recycled / stats->bitmap_reads);
+    }
+    fputs(line, stream);
     fflush(stream);
 #undef UCT_HIPOWER_STATS_PRINT
 }
