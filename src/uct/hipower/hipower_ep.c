@@ -87,13 +87,11 @@ ucs_status_t uct_hipower_ep_post(uct_hipower_ep_t *ep,
     own_op = 0;
     if (signal && (op == NULL)) {
         /* Pull mode publishes from the signaled WR's record */
-        op = ucs_mpool_get_inline(&iface->tx_mp);
+        op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_COMP, NULL);
         if (ucs_unlikely(op == NULL)) {
             return UCS_ERR_NO_RESOURCE;
         }
-        op->type = UCT_HIPOWER_OP_COMP;
-        op->comp = NULL;
-        own_op   = 1;
+        own_op = 1;
     }
 
     for (wr = first; wr != last; wr = wr->next) {
@@ -149,13 +147,11 @@ static ucs_status_t uct_hipower_ep_post_nop(uct_hipower_ep_t *ep,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    op = ucs_mpool_get_inline(&iface->tx_mp);
+    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_COMP, comp);
     if (op == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
 
-    op->type                = UCT_HIPOWER_OP_COMP;
-    op->comp                = comp;
     wr.opcode               = IBV_WR_RDMA_WRITE;
     wr.send_flags           = 0;
     wr.sg_list              = NULL;
@@ -191,13 +187,11 @@ static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
         return 0;
     }
 
-    op = ucs_mpool_get_inline(&iface->tx_mp);
+    op = uct_hipower_ep_op_get(ep, type, NULL);
     if (op == NULL) {
         return 0;
     }
 
-    op->type               = type;
-    op->comp               = NULL;
     sge.addr               = (uintptr_t)local;
     sge.length             = HIPOWER_BITMAP_WORDS(num_slots) *
                              sizeof(hipower_bitmap_word_t);
@@ -294,23 +288,15 @@ ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep)
 /*
  * Admission for one message: fails with UCS_ERR_NO_RESOURCE (the caller may
  * add a pending request) when there is no free peer slot or no room to post.
- * Pending requests go first, so that messages keep their order.
  */
 static inline ucs_status_t uct_hipower_ep_tx_check(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    ucs_status_t status;
 
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
-        return UCS_ERR_ENDPOINT_TIMEOUT;
-    }
-
-    if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED))) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    if (ucs_unlikely(!ucs_queue_is_empty(&ep->pending_q) &&
-                     !(ep->flags & UCT_HIPOWER_EP_FLAG_DISPATCHING))) {
-        return UCS_ERR_NO_RESOURCE;
+    status = uct_hipower_ep_user_check(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
     }
 
     if (ucs_unlikely(hipower_tx_ring_free(&ep->tx.ring) == 0)) {
@@ -341,14 +327,12 @@ uct_hipower_ep_tx_op_get(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
         return status;
     }
 
-    op = ucs_mpool_get_inline(&uct_hipower_ep_iface(ep)->tx_mp);
+    op = uct_hipower_ep_op_get(ep, type, comp);
     if (ucs_unlikely(op == NULL)) {
         return UCS_ERR_NO_RESOURCE;
     }
 
-    op->type = type;
-    op->comp = comp;
-    *op_p    = op;
+    *op_p = op;
     return UCS_OK;
 }
 
@@ -861,7 +845,6 @@ ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                   uct_completion_t *comp)
 {
     uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uct_hipower_tx_op_t *op;
     ucs_status_t status;
 
@@ -896,12 +879,10 @@ ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
         }
     } else if (comp != NULL) {
         /* The last WR is signaled: complete with it */
-        op = ucs_mpool_get_inline(&iface->tx_mp);
+        op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_COMP, comp);
         if (op == NULL) {
             return UCS_ERR_NO_RESOURCE;
         }
-        op->type     = UCT_HIPOWER_OP_COMP;
-        op->comp     = comp;
         op->sn        = ep->tx.sn - 1;
         op->msg_count = ep->tx.msgs;
         ucs_queue_push(&ep->tx.outstanding, &op->queue);

@@ -187,6 +187,42 @@ ucs_status_t uct_hipower_ep_post(uct_hipower_ep_t *ep,
                                  struct ibv_send_wr *last, unsigned nwr,
                                  int force_signal, uct_hipower_tx_op_t *op);
 
+/* An operation record (with its buffer) from the interface's send pool */
+static UCS_F_ALWAYS_INLINE uct_hipower_tx_op_t *
+uct_hipower_ep_op_get(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
+                      uct_completion_t *comp)
+{
+    uct_hipower_tx_op_t *op;
+
+    op = ucs_mpool_get_inline(&uct_hipower_ep_iface(ep)->tx_mp);
+    if (ucs_likely(op != NULL)) {
+        op->type = type;
+        op->comp = comp;
+    }
+    return op;
+}
+
+/*
+ * Whether a user operation may go out now, resources aside: the endpoint
+ * has not failed, is connected, and no pending request is ahead of it
+ * (pending requests go first, so that operations keep their order).
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_hipower_ep_user_check(uct_hipower_ep_t *ep)
+{
+    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+        return UCS_ERR_ENDPOINT_TIMEOUT;
+    }
+
+    if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
+                     (!ucs_queue_is_empty(&ep->pending_q) &&
+                      !(ep->flags & UCT_HIPOWER_EP_FLAG_DISPATCHING)))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    return UCS_OK;
+}
+
 /* The user's iov as scatter/gather entries; zero-length entries dropped */
 static UCS_F_ALWAYS_INLINE int
 uct_hipower_ep_iov_sge(const uct_iov_t *iov, size_t iovcnt,

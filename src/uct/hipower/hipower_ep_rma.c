@@ -23,15 +23,11 @@
 static inline ucs_status_t uct_hipower_ep_rma_check(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    ucs_status_t status;
 
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
-        return UCS_ERR_ENDPOINT_TIMEOUT;
-    }
-
-    if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
-                     (!ucs_queue_is_empty(&ep->pending_q) &&
-                      !(ep->flags & UCT_HIPOWER_EP_FLAG_DISPATCHING)))) {
-        return UCS_ERR_NO_RESOURCE;
+    status = uct_hipower_ep_user_check(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
     }
 
     if (ucs_unlikely((ep->tx.sq_available < 2) ||
@@ -41,20 +37,6 @@ static inline ucs_status_t uct_hipower_ep_rma_check(uct_hipower_ep_t *ep)
     }
 
     return UCS_OK;
-}
-
-static inline uct_hipower_tx_op_t *
-uct_hipower_ep_rma_op_get(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
-                          uct_completion_t *comp)
-{
-    uct_hipower_tx_op_t *op;
-
-    op = ucs_mpool_get_inline(&uct_hipower_ep_iface(ep)->tx_mp);
-    if (ucs_likely(op != NULL)) {
-        op->type = type;
-        op->comp = comp;
-    }
-    return op;
 }
 
 static inline void uct_hipower_ep_rma_wr(struct ibv_send_wr *wr,
@@ -70,7 +52,8 @@ static inline void uct_hipower_ep_rma_wr(struct ibv_send_wr *wr,
     wr->wr.rdma.rkey        = (uint32_t)rkey;
 }
 
-/* Posts one RMA work request; flush then waits for it */
+/* Posts one RMA work request (flush then waits for it); @a op, if any, goes
+ * back to the pool if it could not be posted */
 static inline ucs_status_t uct_hipower_ep_rma_post(uct_hipower_ep_t *ep,
                                                    struct ibv_send_wr *wr,
                                                    int force_signal,
@@ -81,6 +64,8 @@ static inline ucs_status_t uct_hipower_ep_rma_post(uct_hipower_ep_t *ep,
     status = uct_hipower_ep_post(ep, wr, wr, 1, force_signal, op);
     if (ucs_likely(status == UCS_OK)) {
         ep->tx.user_end_sn = ep->tx.sn;
+    } else if (op != NULL) {
+        ucs_mpool_put_inline(op);
     }
     return status;
 }
@@ -146,7 +131,7 @@ ssize_t uct_hipower_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
         return status;
     }
 
-    op = uct_hipower_ep_rma_op_get(ep, UCT_HIPOWER_OP_SEND, NULL);
+    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_SEND, NULL);
     if (ucs_unlikely(op == NULL)) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -168,7 +153,6 @@ ssize_t uct_hipower_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     }
     status = uct_hipower_ep_rma_post(ep, &wr, 0, op);
     if (ucs_unlikely(status != UCS_OK)) {
-        ucs_mpool_put_inline(op);
         return status;
     }
 
@@ -197,7 +181,7 @@ ucs_status_t uct_hipower_ep_get_bcopy(uct_ep_h tl_ep,
         return status;
     }
 
-    op = uct_hipower_ep_rma_op_get(ep, UCT_HIPOWER_OP_GET_BCOPY, comp);
+    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_GET_BCOPY, comp);
     if (ucs_unlikely(op == NULL)) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -212,7 +196,6 @@ ucs_status_t uct_hipower_ep_get_bcopy(uct_ep_h tl_ep,
     /* Signaled: the data is unpacked when the read completes */
     status = uct_hipower_ep_rma_post(ep, &wr, 1, op);
     if (ucs_unlikely(status != UCS_OK)) {
-        ucs_mpool_put_inline(op);
         return status;
     }
 
@@ -252,7 +235,7 @@ uct_hipower_ep_rma_zcopy(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
     }
 
     if (comp != NULL) {
-        op = uct_hipower_ep_rma_op_get(ep, UCT_HIPOWER_OP_COMP, comp);
+        op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_COMP, comp);
         if (ucs_unlikely(op == NULL)) {
             return UCS_ERR_NO_RESOURCE;
         }
@@ -263,9 +246,6 @@ uct_hipower_ep_rma_zcopy(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
                           remote_addr, rkey);
     status = uct_hipower_ep_rma_post(ep, &wr, comp != NULL, op);
     if (ucs_unlikely(status != UCS_OK)) {
-        if (op != NULL) {
-            ucs_mpool_put_inline(op);
-        }
         return status;
     }
 
@@ -328,7 +308,7 @@ uct_hipower_ep_atomic64(uct_hipower_ep_t *ep, enum ibv_wr_opcode opcode,
 
     /* A posted (non-fetching) atomic still needs somewhere to put the
      * result: the buffer goes back to the pool when a later WR completes */
-    op = uct_hipower_ep_rma_op_get(ep, (result != NULL) ?
+    op = uct_hipower_ep_op_get(ep, (result != NULL) ?
                                        UCT_HIPOWER_OP_ATOMIC64 :
                                        UCT_HIPOWER_OP_SEND, comp);
     if (ucs_unlikely(op == NULL)) {
@@ -349,7 +329,6 @@ uct_hipower_ep_atomic64(uct_hipower_ep_t *ep, enum ibv_wr_opcode opcode,
     wr.wr.atomic.swap         = swap;
     status = uct_hipower_ep_rma_post(ep, &wr, result != NULL, op);
     if (ucs_unlikely(status != UCS_OK)) {
-        ucs_mpool_put_inline(op);
         return status;
     }
 

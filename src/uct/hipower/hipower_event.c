@@ -208,13 +208,11 @@ static ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    op = ucs_mpool_get_inline(&iface->tx_mp);
+    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_ARM, NULL);
     if (op == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
 
-    op->type                     = UCT_HIPOWER_OP_ARM;
-    op->comp                     = NULL;
     op->u.arm_gen                = gen;
     write_sge.addr               = (uintptr_t)&gen; /* Inline: copied now */
     write_sge.length             = sizeof(gen);
