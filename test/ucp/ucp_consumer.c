@@ -288,6 +288,15 @@ static uint32_t fnv1a(const void *buf, size_t len)
     return h;
 }
 
+/* Fills buf with the pattern of message (phase, dir, index); returns its
+ * checksum */
+static uint32_t msg_fill(void *buf, size_t len, int phase, int dir,
+                         uint64_t index)
+{
+    pattern_fill(buf, len, msg_seed(phase, dir, index));
+    return fnv1a(buf, len);
+}
+
 static uint64_t rand_state = 1;
 
 static uint64_t next_rand(void)
@@ -313,12 +322,13 @@ static int my_dir(void)
 }
 
 /*
- * Checks a received message against its regenerated pattern and the
- * checksum that came with it; exits with details on any difference.
+ * Checks a received message against the regenerated pattern of message
+ * (phase, dir, index) and the checksum that came with it; exits with details
+ * on any difference. name: the phase as the messages name it.
  */
-static void check_msg(const char *phase, int dir, uint64_t index,
+static void check_msg(const char *name, int phase, int dir, uint64_t index,
                       const void *buf, size_t got_len, size_t exp_len,
-                      uint32_t sent_fnv, uint64_t seed)
+                      uint32_t sent_fnv)
 {
     uint32_t got_fnv, exp_fnv;
     const uint8_t *p = buf;
@@ -326,21 +336,21 @@ static void check_msg(const char *phase, int dir, uint64_t index,
 
     if (got_len != exp_len) {
         die("%s %s size %zu index %" PRIu64 ": received %zu bytes",
-            phase, dir_name(dir), exp_len, index, got_len);
+            name, dir_name(dir), exp_len, index, got_len);
     }
-    pattern_fill(g_ebuf, exp_len, seed);
+    pattern_fill(g_ebuf, exp_len, msg_seed(phase, dir, index));
     exp_fnv = fnv1a(g_ebuf, exp_len);
     got_fnv = fnv1a(buf, got_len);
     if (sent_fnv != exp_fnv) {
         die("%s %s size %zu index %" PRIu64 ": the sender's checksum 0x%08x "
-            "is not the pattern's 0x%08x (header or tag corrupted)", phase,
+            "is not the pattern's 0x%08x (header or tag corrupted)", name,
             dir_name(dir), exp_len, index, sent_fnv, exp_fnv);
     }
     if (got_fnv != sent_fnv || memcmp(buf, g_ebuf, exp_len) != 0) {
         for (off = 0; off < exp_len && p[off] == g_ebuf[off]; ++off) {
         }
         die("%s %s size %zu index %" PRIu64 ": checksum 0x%08x, sent 0x%08x; "
-            "first bad byte at offset %zu (0x%02x, expected 0x%02x)", phase,
+            "first bad byte at offset %zu (0x%02x, expected 0x%02x)", name,
             dir_name(dir), exp_len, index, got_fnv, sent_fnv, off,
             off < exp_len ? p[off] : 0, off < exp_len ? g_ebuf[off] : 0);
     }
@@ -350,6 +360,15 @@ static ucp_tag_t make_tag(int phase, int dir, uint64_t index, uint32_t fnv)
 {
     return ((uint64_t)phase << 56) | ((uint64_t)dir << 55) |
            ((uint64_t)(index & TAG_MAX_INDEX) << 32) | fnv;
+}
+
+/* check_msg for a tag message: its length and (in the tag) checksum */
+static void check_tag_msg(const char *name, int phase, int dir,
+                          uint64_t index, const void *buf,
+                          const ucp_tag_recv_info_t *info, size_t exp_len)
+{
+    check_msg(name, phase, dir, index, buf, info->length, exp_len,
+              (uint32_t)info->sender_tag);
 }
 
 
@@ -618,15 +637,12 @@ static void *submitted(ucs_status_ptr_t sp, const char *what)
     return sp;
 }
 
-/* 1 if the request is done (and freed), 0 if in progress */
-static int req_test(void **reqp, const char *what)
+/*
+ * Given the status of request *reqp: 0 if in progress; else frees it, sets
+ * *reqp to NULL and returns 1 (exits if the request failed)
+ */
+static int req_finish(void **reqp, ucs_status_t status, const char *what)
 {
-    ucs_status_t status;
-
-    if (*reqp == NULL) {
-        return 1;
-    }
-    status = ucp_request_check_status(*reqp);
     if (status == UCS_INPROGRESS) {
         return 0;
     }
@@ -637,6 +653,13 @@ static int req_test(void **reqp, const char *what)
         op_failed(status, what);
     }
     return 1;
+}
+
+/* 1 if the request is done (and freed), 0 if in progress */
+static int req_test(void **reqp, const char *what)
+{
+    return *reqp == NULL ||
+           req_finish(reqp, ucp_request_check_status(*reqp), what);
 }
 
 static void req_wait(void **reqp, const char *what)
@@ -659,25 +682,20 @@ static void req_wait_all(void **reqs, unsigned n, const char *what)
     }
 }
 
+/* req_test for a tag receive; fills *info once it is done */
 static int tag_recv_test(void **reqp, ucp_tag_recv_info_t *info,
                          const char *what)
 {
-    ucs_status_t status;
+    return *reqp == NULL ||
+           req_finish(reqp, ucp_tag_recv_request_test(*reqp, info), what);
+}
 
-    if (*reqp == NULL) {
-        return 1;
+static void tag_recv_wait(void **reqp, ucp_tag_recv_info_t *info,
+                          const char *what)
+{
+    while (!tag_recv_test(reqp, info, what)) {
+        progress();
     }
-    status = ucp_tag_recv_request_test(*reqp, info);
-    if (status == UCS_INPROGRESS) {
-        return 0;
-    }
-    untrack(*reqp);
-    ucp_request_free(*reqp);
-    *reqp = NULL;
-    if (status != UCS_OK) {
-        op_failed(status, what);
-    }
-    return 1;
 }
 
 static void *tag_send(const void *buf, size_t len, ucp_tag_t tag,
@@ -686,6 +704,16 @@ static void *tag_send(const void *buf, size_t len, ucp_tag_t tag,
     ucp_request_param_t param = { .op_attr_mask = 0 };
 
     return submitted(ucp_tag_send_nbx(g_ep, buf, len, tag, &param), what);
+}
+
+/* Sends message (phase, dir, index): buf filled with its pattern, and its
+ * checksum in the tag */
+static void *tag_send_msg(void *buf, size_t len, int phase, int dir,
+                          uint64_t index, const char *what)
+{
+    uint32_t fnv = msg_fill(buf, len, phase, dir, index);
+
+    return tag_send(buf, len, make_tag(phase, dir, index, fnv), what);
 }
 
 static void *tag_recv(void *buf, size_t len, ucp_tag_t tag,
@@ -701,6 +729,18 @@ static void *tag_recv(void *buf, size_t len, ucp_tag_t tag,
                                       &param), what);
 }
 
+/* One byte from the control socket; the worker progresses until it comes */
+static char sock_read_byte(void)
+{
+    char c;
+
+    while (!sock_readable(0)) {
+        progress();
+    }
+    sock_read(&c, 1);
+    return c;
+}
+
 /* Both sides reach this point; the worker keeps progressing meanwhile */
 static void barrier(const char *name)
 {
@@ -708,10 +748,7 @@ static void barrier(const char *name)
 
     where("barrier %s", name);
     sock_write(&c, 1);
-    while (!sock_readable(0)) {
-        progress();
-    }
-    sock_read(&got, 1);
+    got = sock_read_byte();
     if (got != c) {
         die("control socket: unexpected byte 0x%02x at barrier %s", got, name);
     }
@@ -739,8 +776,6 @@ static void phase_tag_blocking(void)
 {
     ucp_tag_recv_info_t info;
     unsigned i, count = 0;
-    uint64_t seed;
-    uint32_t fnv;
     size_t size;
     void *req;
     int dir;
@@ -748,24 +783,19 @@ static void phase_tag_blocking(void)
     for (dir = 0; dir < 2; ++dir) {
         for (i = 0; i < NUM_BLOCKING_SIZES; ++i) {
             size = blocking_sizes[i];
-            seed = msg_seed(PH_TAG_BLOCKING, dir, i);
             where("tag blocking %s size %zu index %u", dir_name(dir), size, i);
             if (i_send(dir)) {
-                pattern_fill(g_sbuf, size, seed);
-                fnv = fnv1a(g_sbuf, size);
-                req = tag_send(g_sbuf, size,
-                               make_tag(PH_TAG_BLOCKING, dir, i, fnv), g_where);
+                req = tag_send_msg(g_sbuf, size, PH_TAG_BLOCKING, dir, i,
+                                   g_where);
                 req_wait(&req, g_where);
             } else {
                 memset(g_rbuf, 0xee, size);
                 req = tag_recv(g_rbuf, MAX_MSG,
                                make_tag(PH_TAG_BLOCKING, dir, i, 0), &info,
                                g_where);
-                while (!tag_recv_test(&req, &info, g_where)) {
-                    progress();
-                }
-                check_msg("tag blocking", dir, i, g_rbuf, info.length, size,
-                          (uint32_t)info.sender_tag, seed);
+                tag_recv_wait(&req, &info, g_where);
+                check_tag_msg("tag blocking", PH_TAG_BLOCKING, dir, i, g_rbuf,
+                              &info, size);
             }
             ++count;
         }
@@ -812,14 +842,9 @@ static void phase_tag_nb(void)
                     tmp = perm[i]; perm[i] = perm[j]; perm[j] = tmp;
                 }
                 for (k = 0; k < NB_INFLIGHT; ++k) {
-                    i     = perm[k];
-                    index = round * NB_INFLIGHT + i;
-                    pattern_fill(bufs[i], sizes[i],
-                                 msg_seed(PH_TAG_NB, dir, index));
-                    reqs[i] = tag_send(bufs[i], sizes[i],
-                                       make_tag(PH_TAG_NB, dir, index,
-                                                fnv1a(bufs[i], sizes[i])),
-                                       g_where);
+                    i = perm[k];
+                    reqs[i] = tag_send_msg(bufs[i], sizes[i], PH_TAG_NB, dir,
+                                           round * NB_INFLIGHT + i, g_where);
                 }
                 req_wait_all(reqs, NB_INFLIGHT, g_where);
             } else {
@@ -848,19 +873,15 @@ static void phase_tag_nb(void)
                     i = order[k];
                     out_of_order += (i != k);
                     index = round * NB_INFLIGHT + i;
-                    check_msg("tag non-blocking", dir, index, bufs[i],
-                              infos[i].length, sizes[i],
-                              (uint32_t)infos[i].sender_tag,
-                              msg_seed(PH_TAG_NB, dir, index));
+                    check_tag_msg("tag non-blocking", PH_TAG_NB, dir, index,
+                                  bufs[i], &infos[i], sizes[i]);
                 }
             }
             total += NB_INFLIGHT;
         }
         barrier("tag non-blocking");
     }
-    for (i = 0; i < NB_INFLIGHT; ++i) {
-        free(bufs[i]);
-    }
+    bufs_free(bufs, NB_INFLIGHT);
     printf("ok: tag non-blocking %d in flight of %zu..%zu B, sent shuffled, "
            "%u rounds, both directions (%u msgs; this side received %u out "
            "of posting order)\n", NB_INFLIGHT, nb_sizes[0], max_size,
@@ -879,7 +900,6 @@ static void phase_tag_unexp(void)
     static void *reqs[UNEXP_COUNT];
     ucp_tag_recv_info_t probe_info;
     unsigned i, done, probed[2] = {0, 0};
-    size_t size;
     double until;
     char c = 'U', got;
     int dir;
@@ -891,20 +911,15 @@ static void phase_tag_unexp(void)
         where("tag unexpected burst %s", dir_name(dir));
         if (i_send(dir)) {
             for (i = 0; i < UNEXP_COUNT; ++i) {
-                size = unexp_sizes[i % NUM_UNEXP_SIZES];
-                pattern_fill(bufs[i], size, msg_seed(PH_TAG_UNEXP, dir, i));
-                reqs[i] = tag_send(bufs[i], size,
-                                   make_tag(PH_TAG_UNEXP, dir, i,
-                                            fnv1a(bufs[i], size)), g_where);
+                reqs[i] = tag_send_msg(bufs[i],
+                                       unexp_sizes[i % NUM_UNEXP_SIZES],
+                                       PH_TAG_UNEXP, dir, i, g_where);
             }
             sock_write(&c, 1); /* all sent: the receiver may now post */
             req_wait_all(reqs, UNEXP_COUNT, g_where);
         } else {
             /* Let the whole burst arrive before posting any receive */
-            while (!sock_readable(0)) {
-                progress();
-            }
-            sock_read(&got, 1);
+            got = sock_read_byte();
             if (got != c) {
                 die("control socket: unexpected byte 0x%02x", got);
             }
@@ -935,17 +950,14 @@ static void phase_tag_unexp(void)
                 progress();
             }
             for (i = 0; i < UNEXP_COUNT; ++i) {
-                check_msg("tag unexpected burst", dir, i, bufs[i],
-                          infos[i].length, unexp_sizes[i % NUM_UNEXP_SIZES],
-                          (uint32_t)infos[i].sender_tag,
-                          msg_seed(PH_TAG_UNEXP, dir, i));
+                check_tag_msg("tag unexpected burst", PH_TAG_UNEXP, dir, i,
+                              bufs[i], &infos[i],
+                              unexp_sizes[i % NUM_UNEXP_SIZES]);
             }
         }
         barrier("tag unexpected");
     }
-    for (i = 0; i < UNEXP_COUNT; ++i) {
-        free(bufs[i]);
-    }
+    bufs_free(bufs, UNEXP_COUNT);
     printf("ok: tag unexpected burst of %d msgs of %zu..%zu B, both "
            "directions (%u of them probed as unexpected before posting)\n",
            UNEXP_COUNT, unexp_sizes[0], unexp_sizes[NUM_UNEXP_SIZES - 1],
@@ -974,23 +986,12 @@ static void stream_recv_all(void *buf, size_t len, const char *what)
         .flags        = UCP_STREAM_RECV_FLAG_WAITALL
     };
     size_t got = 0;
-    ucs_status_t status;
     void *req;
 
     req = submitted(ucp_stream_recv_nbx(g_ep, buf, len, &got, &param), what);
-    if (req != NULL) {
-        for (;;) {
-            status = ucp_stream_recv_request_test(req, &got);
-            if (status != UCS_INPROGRESS) {
-                break;
-            }
-            progress();
-        }
-        untrack(req);
-        ucp_request_free(req);
-        if (status != UCS_OK) {
-            op_failed(status, what);
-        }
+    while (req != NULL &&
+           !req_finish(&req, ucp_stream_recv_request_test(req, &got), what)) {
+        progress();
     }
     if (got != len) {
         die("%s: stream receive with WAITALL returned %zu of %zu bytes",
@@ -1005,7 +1006,7 @@ static void phase_stream(void)
     void *reqs[2 * NUM_STREAM_SIZES];
     ucp_request_param_t param = { .op_attr_mask = 0 };
     unsigned i, count = 0;
-    size_t size, bytes = 0;
+    size_t size;
     int dir;
 
     bufs_alloc(bufs, stream_sizes, NUM_STREAM_SIZES);
@@ -1015,11 +1016,10 @@ static void phase_stream(void)
             /* All messages queued at once: the stream keeps their order */
             for (i = 0; i < NUM_STREAM_SIZES; ++i) {
                 size = stream_sizes[i];
-                pattern_fill(bufs[i], size, msg_seed(PH_STREAM, dir, i));
                 hdrs[i].magic = STREAM_MAGIC;
                 hdrs[i].index = i;
                 hdrs[i].size  = size;
-                hdrs[i].fnv   = fnv1a(bufs[i], size);
+                hdrs[i].fnv   = msg_fill(bufs[i], size, PH_STREAM, dir, i);
                 reqs[2 * i] = submitted(ucp_stream_send_nbx(g_ep, &hdrs[i],
                                                             sizeof(hdrs[i]),
                                                             &param),
@@ -1042,9 +1042,8 @@ static void phase_stream(void)
                         hdr.index, hdr.size);
                 }
                 stream_recv_all(g_rbuf, size, g_where);
-                check_msg("stream", dir, i, g_rbuf, size, size, hdr.fnv,
-                          msg_seed(PH_STREAM, dir, i));
-                bytes += size;
+                check_msg("stream", PH_STREAM, dir, i, g_rbuf, size, size,
+                          hdr.fnv);
             }
         }
         count += NUM_STREAM_SIZES;
@@ -1086,9 +1085,17 @@ static struct {
 
 static void am_check(const am_hdr_t *hdr, const void *data, size_t length)
 {
-    check_msg("am", hdr->dir, hdr->index, data, length, hdr->size, hdr->fnv,
-              msg_seed(PH_AM, hdr->dir, hdr->index));
+    check_msg("am", PH_AM, hdr->dir, hdr->index, data, length, hdr->size,
+              hdr->fnv);
     ++am.received;
+}
+
+/* Rendezvous message i, received by ucp_am_recv_data_nbx: check, free */
+static void am_rndv_done(unsigned i, size_t length)
+{
+    am_check(&am.rhdr[i], am.rbuf[i], length);
+    free(am.rbuf[i]);
+    am.rbuf[i] = NULL;
 }
 
 static ucs_status_t am_cb(void *arg, const void *header, size_t header_length,
@@ -1097,7 +1104,6 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length,
 {
     ucp_request_param_t rparam = { .op_attr_mask = 0 };
     const am_hdr_t *hdr = header;
-    ucs_status_ptr_t sp;
     unsigned i;
 
     if (header_length != sizeof(am_hdr_t) || hdr->magic != AM_MAGIC) {
@@ -1117,16 +1123,11 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length,
         ++am.rndv;
         am.rbuf[i] = xmalloc(length);
         am.rhdr[i] = *hdr;
-        sp = ucp_am_recv_data_nbx(g_worker, data, am.rbuf[i], length, &rparam);
-        if (UCS_PTR_IS_ERR(sp)) {
-            op_failed(UCS_PTR_STATUS(sp), "ucp_am_recv_data_nbx");
-        } else if (sp == NULL) {
-            am_check(hdr, am.rbuf[i], length);
-            free(am.rbuf[i]);
-            am.rbuf[i] = NULL;
-        } else {
-            track(sp);
-            am.rreq[i] = sp;
+        am.rreq[i] = submitted(ucp_am_recv_data_nbx(g_worker, data, am.rbuf[i],
+                                                    length, &rparam),
+                               "ucp_am_recv_data_nbx");
+        if (am.rreq[i] == NULL) {
+            am_rndv_done(i, length);
         }
         return UCS_OK;
     }
@@ -1172,12 +1173,11 @@ static void phase_am(void)
         if (i_send(dir)) {
             for (i = 0; i < NUM_AM_SIZES; ++i) {
                 size = am_sizes[i];
-                pattern_fill(bufs[i], size, msg_seed(PH_AM, dir, i));
                 hdrs[i].magic = AM_MAGIC;
                 hdrs[i].dir   = dir;
                 hdrs[i].index = i;
                 hdrs[i].size  = size;
-                hdrs[i].fnv   = fnv1a(bufs[i], size);
+                hdrs[i].fnv   = msg_fill(bufs[i], size, PH_AM, dir, i);
                 memset(&param, 0, sizeof(param));
                 param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
                 param.flags        = size <= AM_EAGER_MAX ?
@@ -1195,9 +1195,7 @@ static void phase_am(void)
                 for (i = 0; i < NUM_AM_SIZES; ++i) {
                     if (am.rreq[i] != NULL &&
                         req_test(&am.rreq[i], "ucp_am_recv_data_nbx")) {
-                        am_check(&am.rhdr[i], am.rbuf[i], am.rhdr[i].size);
-                        free(am.rbuf[i]);
-                        am.rbuf[i] = NULL;
+                        am_rndv_done(i, am.rhdr[i].size);
                     }
                 }
                 if (am.received == NUM_AM_SIZES) {
@@ -1247,6 +1245,25 @@ static size_t rma_offset(unsigned i)
     return off + (i % 3); /* some unaligned */
 }
 
+/*
+ * Sends the peer this side's message of one kind (PH_RMA_KEY, PH_RMA_DONE)
+ * and receives the peer's into *peer; returns the length received
+ */
+static size_t rma_msg_exchange(int kind, const rma_key_msg_t *mine,
+                               rma_key_msg_t *peer)
+{
+    ucp_tag_recv_info_t info;
+    void *rreq, *sreq;
+
+    rreq = tag_recv(peer, sizeof(*peer), make_tag(kind, !my_dir(), 0, 0),
+                    &info, g_where);
+    sreq = tag_send(mine, sizeof(*mine), make_tag(kind, my_dir(), 0, 0),
+                    g_where);
+    req_wait(&sreq, g_where);
+    tag_recv_wait(&rreq, &info, g_where);
+    return info.length;
+}
+
 static void phase_rma(void)
 {
     ucp_mem_map_params_t mparams = {
@@ -1256,12 +1273,11 @@ static void phase_rma(void)
     };
     ucp_request_param_t param = { .op_attr_mask = 0 };
     static rma_key_msg_t mine, peer;
-    ucp_tag_recv_info_t info;
     uint8_t *put_region, *get_region, *src[NUM_RMA_SIZES], *dst[NUM_RMA_SIZES];
-    void *rreq, *sreq, *reqs[2 * NUM_RMA_SIZES];
+    void *reqs[2 * NUM_RMA_SIZES];
     uint32_t put_fnv[NUM_RMA_SIZES];
     ucs_status_t status;
-    size_t rkey_size, off, size;
+    size_t rkey_size, off, size, got;
     unsigned i;
     void *rkey_buf;
     int me = my_dir(), other = !my_dir();
@@ -1280,9 +1296,8 @@ static void phase_rma(void)
     memset(get_region, 0, RMA_REGION);
     for (i = 0; i < NUM_RMA_SIZES; ++i) {
         off = rma_offset(i);
-        pattern_fill(get_region + off, rma_sizes[i],
-                     msg_seed(PH_RMA, me, 1000 + i));
-        mine.fnv[i] = fnv1a(get_region + off, rma_sizes[i]);
+        mine.fnv[i] = msg_fill(get_region + off, rma_sizes[i], PH_RMA, me,
+                               1000 + i);
     }
     mparams.address = g_rma_buf;
     status = ucp_mem_map(g_ctx, &mparams, &g_rma_memh);
@@ -1304,16 +1319,9 @@ static void phase_rma(void)
 
     /* Exchange keys by tag messages */
     where("rma: rkey exchange");
-    rreq = tag_recv(&peer, sizeof(peer), make_tag(PH_RMA_KEY, other, 0, 0),
-                    &info, g_where);
-    sreq = tag_send(&mine, sizeof(mine), make_tag(PH_RMA_KEY, me, 0, 0),
-                    g_where);
-    req_wait(&sreq, g_where);
-    while (!tag_recv_test(&rreq, &info, g_where)) {
-        progress();
-    }
-    if (info.length != sizeof(peer) || peer.rkey_size > sizeof(peer.rkey)) {
-        die("rma: bad rkey message (%zu bytes)", info.length);
+    got = rma_msg_exchange(PH_RMA_KEY, &mine, &peer);
+    if (got != sizeof(peer) || peer.rkey_size > sizeof(peer.rkey)) {
+        die("rma: bad rkey message (%zu bytes)", got);
     }
     status = ucp_ep_rkey_unpack(g_ep, peer.rkey, &g_rma_rkey);
     if (status != UCS_OK) {
@@ -1326,8 +1334,7 @@ static void phase_rma(void)
         src[i] = xmalloc(size);
         dst[i] = xmalloc(size);
         memset(dst[i], 0xee, size);
-        pattern_fill(src[i], size, msg_seed(PH_RMA, me, i));
-        put_fnv[i] = fnv1a(src[i], size);
+        put_fnv[i] = msg_fill(src[i], size, PH_RMA, me, i);
         where("rma: put size %zu index %u", size, i);
         reqs[i] = submitted(ucp_put_nbx(g_ep, src[i], size,
                                         peer.addr + rma_offset(i),
@@ -1345,25 +1352,18 @@ static void phase_rma(void)
 
     /* Gets: checked here against the peer's pattern and checksum */
     for (i = 0; i < NUM_RMA_SIZES; ++i) {
-        check_msg("rma get", other, 1000 + i, dst[i], rma_sizes[i],
-                  rma_sizes[i], peer.fnv[i], msg_seed(PH_RMA, other, 1000 + i));
+        check_msg("rma get", PH_RMA, other, 1000 + i, dst[i], rma_sizes[i],
+                  rma_sizes[i], peer.fnv[i]);
     }
 
     /* Puts: the target checks them once told they are complete */
     where("rma: put checksums");
     memcpy(mine.fnv, put_fnv, sizeof(put_fnv));
-    rreq = tag_recv(&peer, sizeof(peer), make_tag(PH_RMA_DONE, other, 0, 0),
-                    &info, g_where);
-    sreq = tag_send(&mine, sizeof(mine), make_tag(PH_RMA_DONE, me, 0, 0),
-                    g_where);
-    req_wait(&sreq, g_where);
-    while (!tag_recv_test(&rreq, &info, g_where)) {
-        progress();
-    }
+    rma_msg_exchange(PH_RMA_DONE, &mine, &peer);
     for (i = 0; i < NUM_RMA_SIZES; ++i) {
         off = rma_offset(i);
-        check_msg("rma put", other, i, put_region + off, rma_sizes[i],
-                  rma_sizes[i], peer.fnv[i], msg_seed(PH_RMA, other, i));
+        check_msg("rma put", PH_RMA, other, i, put_region + off,
+                  rma_sizes[i], rma_sizes[i], peer.fnv[i]);
         if (put_region[off + rma_sizes[i]] != 0 ||
             (off > 0 && put_region[off - 1] != 0)) {
             die("rma put %s size %zu index %u: bytes outside the target "
@@ -1426,9 +1426,8 @@ static void phase_loop(void)
             if (rdone) {
                 idx  = rx_index[w];
                 size = loop_sizes[idx % NUM_LOOP_SIZES];
-                check_msg("loop", other, idx, rbufs[w], infos[w].length, size,
-                          (uint32_t)infos[w].sender_tag,
-                          msg_seed(PH_LOOP, other, idx));
+                check_tag_msg("loop", PH_LOOP, other, idx, rbufs[w], &infos[w],
+                              size);
                 ++received;
                 bytes += size;
             }
@@ -1440,11 +1439,9 @@ static void phase_loop(void)
                 sent % LOOP_WINDOW == w) {
                 idx  = sent++;
                 size = loop_sizes[idx % NUM_LOOP_SIZES];
-                pattern_fill(sbufs[w], size, msg_seed(PH_LOOP, me, idx));
                 where("loop: send index %" PRIu64, idx);
-                sreqs[w] = tag_send(sbufs[w], size,
-                                    make_tag(PH_LOOP, me, idx,
-                                             fnv1a(sbufs[w], size)), g_where);
+                sreqs[w] = tag_send_msg(sbufs[w], size, PH_LOOP, me, idx,
+                                        g_where);
             }
         }
         if (!started && received > 0 && sent > LOOP_WINDOW) {
@@ -1464,10 +1461,8 @@ static void phase_loop(void)
         req_wait(&sreqs[w], "loop send");
     }
     barrier("loop");
-    for (w = 0; w < LOOP_WINDOW; ++w) {
-        free(sbufs[w]);
-        free(rbufs[w]);
-    }
+    bufs_free(sbufs, LOOP_WINDOW);
+    bufs_free(rbufs, LOOP_WINDOW);
     printf("ok: loop %" PRIu64 " msgs of %zu..%zu B each way, %d in flight "
            "each way (%.1f MB received in %.1f s)\n", received, (size_t)1,
            (size_t)1048576, LOOP_WINDOW, bytes / 1e6, now() - t0);
@@ -1515,10 +1510,7 @@ static void phase_wakeup(void)
                 progress();
                 usleep(1000);
             }
-            pattern_fill(g_sbuf, size, msg_seed(PH_WAKEUP, 0, i));
-            req = tag_send(g_sbuf, size,
-                           make_tag(PH_WAKEUP, 0, i, fnv1a(g_sbuf, size)),
-                           g_where);
+            req = tag_send_msg(g_sbuf, size, PH_WAKEUP, 0, i, g_where);
             req_wait(&req, g_where);
             continue;
         }
@@ -1563,8 +1555,7 @@ static void phase_wakeup(void)
             asleep_for_this = 1;
         }
         woken_msgs += asleep_for_this;
-        check_msg("wakeup", 0, i, g_rbuf, info.length, size,
-                  (uint32_t)info.sender_tag, msg_seed(PH_WAKEUP, 0, i));
+        check_tag_msg("wakeup", PH_WAKEUP, 0, i, g_rbuf, &info, size);
     }
     wall = now() - t0;
     cpu  = cpu_seconds() - cpu0;
