@@ -1081,6 +1081,7 @@ static struct {
     void        *rreq[NUM_AM_SIZES];        /* ucp_am_recv_data_nbx */
     uint8_t     *rbuf[NUM_AM_SIZES];
     am_hdr_t     rhdr[NUM_AM_SIZES];
+    size_t       rlen[NUM_AM_SIZES]; /* Length UCP announced for it */
 } am;
 
 static void am_check(const am_hdr_t *hdr, const void *data, size_t length)
@@ -1123,6 +1124,7 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length,
         ++am.rndv;
         am.rbuf[i] = xmalloc(length);
         am.rhdr[i] = *hdr;
+        am.rlen[i] = length;
         am.rreq[i] = submitted(ucp_am_recv_data_nbx(g_worker, data, am.rbuf[i],
                                                     length, &rparam),
                                "ucp_am_recv_data_nbx");
@@ -1195,7 +1197,7 @@ static void phase_am(void)
                 for (i = 0; i < NUM_AM_SIZES; ++i) {
                     if (am.rreq[i] != NULL &&
                         req_test(&am.rreq[i], "ucp_am_recv_data_nbx")) {
-                        am_rndv_done(i, am.rhdr[i].size);
+                        am_rndv_done(i, am.rlen[i]);
                     }
                 }
                 if (am.received == NUM_AM_SIZES) {
