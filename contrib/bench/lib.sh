@@ -1,0 +1,80 @@
+# Shared helpers of the benchmark sections (sourced by contrib/bench/*.sh).
+#
+# A section is a script contrib/bench/<section>.sh run inside the rig by
+# contrib/bench/run-sections. It measures, and records every single
+# measurement with bench_sample; contrib/bench/report turns the samples into
+# the Markdown report (median, spread, ratio to rc_verbs) and the plots.
+#
+# Environment given to a section:
+#   HIPOWER_BENCH_OUT    output directory (samples.tsv, metrics.tsv, notes/, raw/)
+#   HIPOWER_BENCH_REPS   interleaved repetitions (default 3)
+#   HIPOWER_BENCH_QUICK  1: a few small points only (smoke run of the suite)
+#   HIPOWER_BUILD, HIPOWER_SRC, HIPOWER_RIG_DEVICES, PATH with hipower-run
+set -u -o pipefail
+
+BENCH_OUT=${HIPOWER_BENCH_OUT:?HIPOWER_BENCH_OUT is not set: run through contrib/hipower-bench}
+BENCH_REPS=${HIPOWER_BENCH_REPS:-3}
+BENCH_QUICK=${HIPOWER_BENCH_QUICK:-0}
+mkdir -p "$BENCH_OUT/notes" "$BENCH_OUT/raw"
+read -r -a BENCH_DEVICES <<< "${HIPOWER_RIG_DEVICES:-}"
+
+# Transports, in the order tables show them. "device" is the raw verbs
+# ceiling (perftest, no UCX); ratios are always taken to rc_verbs.
+BENCH_ORDER="device rc_verbs hipower hipower-pull ud_verbs tcp"
+
+# bench_metric SECTION METRIC TITLE UNIT lower|higher XLABEL [plot|noplot]
+# Declares how the report shows a metric (one table, and a plot with a log
+# x axis when "plot" and there are at least 3 sizes).
+bench_metric() {
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" \
+        "${7:-plot}" >> "$BENCH_OUT/metrics.tsv"
+}
+
+# bench_sample SECTION METRIC X TRANSPORT REP VALUE
+# One measurement; VALUE "fail" when the run failed (the report says so).
+bench_sample() {
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" \
+        >> "$BENCH_OUT/samples.tsv"
+}
+
+# bench_note SECTION TEXT: Markdown printed under the section's heading.
+bench_note() {
+    printf '%s\n' "$2" >> "$BENCH_OUT/notes/$1.md"
+}
+
+# bench_log TEXT: progress on stderr, with the suite's elapsed time.
+BENCH_T0=${HIPOWER_BENCH_T0:-$(date +%s)}
+bench_log() {
+    local t=$(( $(date +%s) - BENCH_T0 ))
+    printf '[bench %2d:%02d] %s\n' $((t / 60)) $((t % 60)) "$*" >&2
+}
+
+# bench_ucp_env TRANSPORT: the environment (NAME=VALUE words) that makes a
+# UCP program use TRANSPORT between verbs devices; for use with env(1).
+# Every UCP run names its device with UCX_NET_DEVICES itself.
+bench_ucp_env() {
+    case "$1" in
+        rc_verbs)     echo "UCX_TLS=rc_verbs,ud_verbs:aux,self" ;;
+        hipower)      echo "UCX_TLS=hipower,ud_verbs:aux,self UCX_HIPOWER_NOTIFY=push" ;;
+        hipower-pull) echo "UCX_TLS=hipower,ud_verbs:aux,self UCX_HIPOWER_NOTIFY=pull" ;;
+        ud_verbs)     echo "UCX_TLS=ud_verbs,self" ;;
+        tcp)          echo "UCX_TLS=tcp,self" ;;
+        *) echo "bench_ucp_env: unknown transport '$1'" >&2; return 1 ;;
+    esac
+}
+
+# bench_sizes FROM TO: powers of 4 from FROM to TO, plus TO.
+bench_sizes() {
+    local s=$1
+    while [ "$s" -lt "$2" ]; do echo "$s"; s=$((s * 4)); done
+    echo "$2"
+}
+
+# bench_iters SIZE MAX_ITERS BYTES_BUDGET: iterations so that one run moves
+# about BYTES_BUDGET bytes (rxe moves ~10-20 MB/s), at least 20.
+bench_iters() {
+    local n=$(( $3 / $1 ))
+    [ "$n" -gt "$2" ] && n=$2
+    [ "$n" -lt 20 ] && n=20
+    echo "$n"
+}
