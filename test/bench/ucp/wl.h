@@ -33,11 +33,16 @@ typedef struct {
     const char *host;
     const char *pattern;
     unsigned    timeout;
-    int         wait_mode;
+    int         wait_mode;   /* now: 1 while a --modes wait phase runs */
+    int         wakeup;      /* UCP_FEATURE_WAKEUP requested */
+    unsigned    modes;       /* 1: busy polling, 2: wait */
     int         verbose;
     uint64_t    seed;
     /* incast */
-    size_t      size;
+    size_t      size;        /* the one being measured */
+    size_t      sizes[16];
+    unsigned    num_sizes;
+    size_t      budget;      /* throughput bytes per worker, 0 = --msgs */
     unsigned    msgs, window, lat_rounds, warmup;
     /* resnet */
     unsigned    iters, warmup_iters, tensor_stride, shrink;
@@ -51,6 +56,7 @@ extern wl_opts_t wl;
 void   wl_die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
                                                    noreturn));
 void   wl_where(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *wl_where_now(void);
 void   wl_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void   wl_watchdog_start(void);
 double wl_now(void);
@@ -93,6 +99,11 @@ void wl_idle(void);
 /* One step of a polling loop that did `made` things itself: progress, and
  * idle if neither the loop nor the worker did anything */
 void wl_step(unsigned made);
+/* Times the event fd poll timed out (1 s) and the worker then had work:
+ * wakeups that did not come */
+extern unsigned wl_lost_wakeups;
+/* Collective: rank 0 gets the sum over all ranks since the last call */
+unsigned wl_lost_wakeups_sum(void);
 void *wl_send(int peer, const void *buf, size_t len, ucp_tag_t tag);
 void *wl_recv(void *buf, size_t len, ucp_tag_t tag, ucp_tag_t mask);
 /* 1 when the send (or NULL) is done and freed; exits on error */

@@ -248,38 +248,28 @@ static void lat_rounds(int gather, unsigned n, uint64_t seq0, double *times)
     }
 }
 
-int wl_run_incast(int gather)
+/* One measurement: throughput then latency of one pattern, size and mode */
+static void measure(int gather, const int *peers, int npeers)
 {
     const char *name = gather ? "incast-gather" : "incast-bcast";
-    int peers[WL_MAX_RANKS], npeers, w;
     double t0, c0, secs, cpu, lat_cpu, pattern_us = 0, *times;
     uint64_t handled;
+    unsigned lost;
 
-    g_workers = wl.nranks - 1;
-    if (g_workers < 1) {
-        wl_die("%s needs at least 2 ranks", name);
-    }
     if (wl.rank == 0) {
-        for (w = 1; w <= g_workers; ++w) {
-            peers[w - 1] = w;
-        }
-        npeers = g_workers;
         /* What checking (gather) or filling (bcast) one message costs the
          * master: part of its CPU per message, whatever the transport */
         pattern_us = wl_pattern_cost(wl.size, gather);
-    } else {
-        peers[0] = 0;
-        npeers   = 1;
     }
     times = calloc(wl.lat_rounds + 1, sizeof(*times));
-
-    wl_warmup_peers(peers, npeers);
+    wl_ctl_barrier("warm-up rounds");
     lat_rounds(gather, wl.warmup, LAT_SEQ0, NULL);
 
     wl_ctl_barrier("throughput start");
     if (wl.rank == 0) {
-        wl_log("%s: throughput phase, %u x %zu B per worker, window %u",
-               name, wl.msgs, wl.size, wl.window);
+        wl_log("%s %zu B%s: throughput phase, %u messages per worker, "
+               "window %u", name, wl.size, wl.wait_mode ? " --wait" : "",
+               wl.msgs, wl.window);
     }
     t0 = wl_now();
     c0 = wl_cpu();
@@ -293,13 +283,10 @@ int wl_run_incast(int gather)
     cpu  = wl_cpu() - c0;
 
     wl_ctl_barrier("latency start");
-    if (wl.rank == 0) {
-        wl_log("%s: latency phase, %u rounds", name, wl.lat_rounds);
-    }
     c0 = wl_cpu();
     lat_rounds(gather, wl.lat_rounds, 0, times);
     lat_cpu = wl_cpu() - c0;
-    wl_ctl_barrier("latency end");
+    lost    = wl_lost_wakeups_sum();
 
     if (wl.rank == 0) {
         handled = (uint64_t)wl.msgs * g_workers;
@@ -308,7 +295,8 @@ int wl_run_incast(int gather)
                "msg_rate=%.1f master_cpu_s=%.6f master_cpu_us_per_msg=%.3f "
                "master_cpu_util=%.3f pattern_cpu_us_per_msg=%.3f "
                "lat_rounds=%u lat_us_median=%.1f lat_us_min=%.1f "
-               "lat_us_max=%.1f lat_master_cpu_us_per_round=%.1f\n",
+               "lat_us_max=%.1f lat_master_cpu_us_per_round=%.1f "
+               "lost_wakeups=%u\n",
                name, wl.nranks, g_workers, wl.size, wl.window, wl.wait_mode,
                (unsigned long long)handled, secs,
                handled * wl.size / secs / 1e6, handled / secs, cpu,
@@ -316,8 +304,48 @@ int wl_run_incast(int gather)
                wl_median(times, wl.lat_rounds) * 1e6,
                wl_min(times, wl.lat_rounds) * 1e6,
                wl_max(times, wl.lat_rounds) * 1e6,
-               wl.lat_rounds ? lat_cpu * 1e6 / wl.lat_rounds : 0);
+               wl.lat_rounds ? lat_cpu * 1e6 / wl.lat_rounds : 0, lost);
     }
     free(times);
+}
+
+/* which: 1 bcast, 2 gather, 3 both; for each size, pattern and mode */
+int wl_run_incast(int which)
+{
+    int peers[WL_MAX_RANKS], npeers, w, gather;
+    unsigned s, mode, max_msgs = wl.msgs;
+
+    g_workers = wl.nranks - 1;
+    if (g_workers < 1) {
+        wl_die("the incast patterns need at least 2 ranks");
+    }
+    if (wl.rank == 0) {
+        for (w = 1; w <= g_workers; ++w) {
+            peers[w - 1] = w;
+        }
+        npeers = g_workers;
+    } else {
+        peers[0] = 0;
+        npeers   = 1;
+    }
+    wl_warmup_peers(peers, npeers);
+    for (s = 0; s < wl.num_sizes; ++s) {
+        wl.size = wl.sizes[s];
+        wl.msgs = max_msgs;
+        if (wl.budget > 0 && wl.budget / wl.size < wl.msgs) {
+            wl.msgs = wl.budget / wl.size < 16 ? 16 : wl.budget / wl.size;
+        }
+        for (gather = 0; gather < 2; ++gather) {
+            if (!(which & (1 << gather))) {
+                continue;
+            }
+            for (mode = 1; mode <= 2; ++mode) {
+                if (wl.modes & mode) {
+                    wl.wait_mode = mode == 2;
+                    measure(gather, peers, npeers);
+                }
+            }
+        }
+    }
     return 0;
 }

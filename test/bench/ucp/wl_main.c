@@ -22,8 +22,11 @@
  * Output: rank 0 prints one line per run on stdout, starting with
  * "bench-result", then KEY=VALUE words; progress goes to stderr.
  *   all:     pattern, ranks, wait (1: --wait, ranks sleep in the worker's
- *            event fd when idle; 0: busy polling)
- *   incast-bcast / incast-gather:
+ *            event fd when idle; 0: busy polling), lost_wakeups (times a
+ *            rank's 1-s poll on the event fd timed out although its worker
+ *            had work: each cost up to 1 s; 0 without --wait)
+ *   incast-bcast / incast-gather (one line per size and mode; "incast"
+ *   runs both, for each size bcast then gather):
  *            workers, size (bytes per message), window (sends or receives
  *            in flight per worker), msgs (messages the master handled in
  *            the throughput phase), seconds (its wall time), mb_s (10^6
@@ -67,6 +70,7 @@ wl_opts_t wl = {
     .timeout       = 120,
     .seed          = 0x48495057524b4c44ull,
     .size          = 4096,
+    .modes         = 1,
     .msgs          = 1000,
     .window        = 16,
     .lat_rounds    = 100,
@@ -83,17 +87,22 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "usage: ucp_workloads PATTERN [options]\n"
-"PATTERN: incast-bcast, incast-gather, resnet, shuffle\n"
+"PATTERN: incast-bcast, incast-gather, incast (both), resnet, shuffle\n"
 "  --rank R, --nranks N, --port P   (default: $HIPOWER_LAUNCH_RANK,\n"
 "                     $HIPOWER_LAUNCH_NRANKS, $HIPOWER_LAUNCH_PORT)\n"
 "  --host ADDR        rank 0's control address (default %s)\n"
 "  --timeout SEC      watchdog: fail after SEC seconds (default %u, 0 = none)\n"
-"  --wait             sleep in the worker's event fd when idle (WAKEUP)\n"
+"  --wait             sleep in the worker's event fd when idle (WAKEUP);\n"
+"                     the same as --modes wait\n"
+"  --modes LIST       incast: busy, wait or busy,wait: measure each size\n"
+"                     with busy polling, sleeping, or both (default busy)\n"
 "  --seed S           data seed (default: fixed)\n"
 "  -v, --verbose      more on stderr (repeat for the ResNet tensor list)\n"
 "incast:\n"
-"  --size BYTES       message size (default %zu)\n"
+"  --size LIST        message sizes, comma-separated (default %zu)\n"
 "  --msgs N           throughput phase: messages per worker (default %u)\n"
+"  --budget BYTES     throughput phase: BYTES/size messages per worker,\n"
+"                     at least 16 and at most --msgs\n"
 "  --window W         in flight per worker (default %u)\n"
 "  --lat-rounds N     latency rounds (default %u)\n"
 "  --warmup N         untimed rounds first (default %u)\n"
@@ -131,11 +140,41 @@ static unsigned long long num(const char *s, const char *opt_name)
     return v;
 }
 
+static unsigned parse_modes(const char *list)
+{
+    if (!strcmp(list, "busy")) {
+        return 1;
+    } else if (!strcmp(list, "wait")) {
+        return 2;
+    } else if (!strcmp(list, "busy,wait") || !strcmp(list, "wait,busy")) {
+        return 3;
+    }
+    fprintf(stderr, "ucp_workloads: --modes takes busy, wait or busy,wait\n");
+    exit(2);
+}
+
+static void parse_sizes(const char *list)
+{
+    char *copy = strdup(list), *tok, *save = NULL;
+
+    wl.num_sizes = 0;
+    for (tok = strtok_r(copy, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (wl.num_sizes == sizeof(wl.sizes) / sizeof(wl.sizes[0])) {
+            fprintf(stderr, "ucp_workloads: too many sizes\n");
+            exit(2);
+        }
+        wl.sizes[wl.num_sizes++] = num(tok, "--size");
+    }
+    free(copy);
+    wl.size = wl.sizes[0];
+}
+
 int main(int argc, char **argv)
 {
     enum { O_RANK = 256, O_NRANKS, O_PORT, O_HOST, O_TIMEOUT, O_WAIT, O_SEED,
            O_SIZE, O_MSGS, O_WINDOW, O_LAT, O_WARMUP, O_ITERS, O_WITERS,
-           O_STRIDE, O_SHRINK, O_RECORDS, O_CHUNK };
+           O_STRIDE, O_SHRINK, O_RECORDS, O_CHUNK, O_MODES, O_BUDGET };
     static const struct option long_opts[] = {
         { "rank",          required_argument, NULL, O_RANK },
         { "nranks",        required_argument, NULL, O_NRANKS },
@@ -143,6 +182,8 @@ int main(int argc, char **argv)
         { "host",          required_argument, NULL, O_HOST },
         { "timeout",       required_argument, NULL, O_TIMEOUT },
         { "wait",          no_argument,       NULL, O_WAIT },
+        { "modes",         required_argument, NULL, O_MODES },
+        { "budget",        required_argument, NULL, O_BUDGET },
         { "seed",          required_argument, NULL, O_SEED },
         { "size",          required_argument, NULL, O_SIZE },
         { "msgs",          required_argument, NULL, O_MSGS },
@@ -174,9 +215,11 @@ int main(int argc, char **argv)
         case O_PORT:    wl.port = num(optarg, o); break;
         case O_HOST:    wl.host = optarg; break;
         case O_TIMEOUT: wl.timeout = num(optarg, o); break;
-        case O_WAIT:    wl.wait_mode = 1; break;
+        case O_WAIT:    wl.modes = 2; break;
+        case O_MODES:   wl.modes = parse_modes(optarg); break;
+        case O_BUDGET:  wl.budget = num(optarg, o); break;
         case O_SEED:    wl.seed = num(optarg, o); break;
-        case O_SIZE:    wl.size = num(optarg, o); break;
+        case O_SIZE:    parse_sizes(optarg); break;
         case O_MSGS:    wl.msgs = num(optarg, o); break;
         case O_WINDOW:  wl.window = num(optarg, o); break;
         case O_LAT:     wl.lat_rounds = num(optarg, o); break;
@@ -197,6 +240,11 @@ int main(int argc, char **argv)
         return 2;
     }
     wl.pattern = argv[optind];
+    if (wl.num_sizes == 0) {
+        wl.sizes[wl.num_sizes++] = wl.size;
+    }
+    wl.wakeup    = (wl.modes & 2) != 0;
+    wl.wait_mode = wl.modes == 2;
     if (wl.nranks < 1 || wl.nranks > WL_MAX_RANKS || wl.rank < 0 ||
         wl.rank >= wl.nranks || wl.port <= 0 || wl.port > 65535) {
         fprintf(stderr, "ucp_workloads: give --rank (0..N-1), --nranks "
@@ -210,7 +258,8 @@ int main(int argc, char **argv)
                 "--iters, --records and --chunk must be >= 1\n");
         return 2;
     }
-    if (strcmp(wl.pattern, "incast-bcast") && strcmp(wl.pattern,
+    if (strcmp(wl.pattern, "incast-bcast") && strcmp(wl.pattern, "incast") &&
+        strcmp(wl.pattern,
         "incast-gather") && strcmp(wl.pattern, "resnet") &&
         strcmp(wl.pattern, "shuffle")) {
         fprintf(stderr, "ucp_workloads: unknown pattern '%s'\n", wl.pattern);
@@ -219,23 +268,37 @@ int main(int argc, char **argv)
     }
 
     wl_watchdog_start();
+    if (wl.rank == 0 && wl.verbose) {
+        wl_log("%s: starting", wl.pattern);
+    }
     wl_ctl_setup();
+    if (wl.rank == 0 && wl.verbose) {
+        wl_log("%s: %d ranks on the control plane", wl.pattern, wl.nranks);
+    }
     wl_ucp_setup();
     wl_ctl_barrier("setup");
     if (wl.rank == 0) {
         wl_log("%s: %d ranks connected%s", wl.pattern, wl.nranks,
-               wl.wait_mode ? ", --wait" : "");
+               wl.wakeup ? " (UCP_FEATURE_WAKEUP)" : "");
     }
     if (!strcmp(wl.pattern, "incast-bcast")) {
-        rc = wl_run_incast(0);
-    } else if (!strcmp(wl.pattern, "incast-gather")) {
         rc = wl_run_incast(1);
+    } else if (!strcmp(wl.pattern, "incast-gather")) {
+        rc = wl_run_incast(2);
+    } else if (!strcmp(wl.pattern, "incast")) {
+        rc = wl_run_incast(3);
     } else if (!strcmp(wl.pattern, "resnet")) {
         rc = wl_run_resnet();
     } else {
         rc = wl_run_shuffle();
     }
+    if (wl.rank == 0 && wl.verbose) {
+        wl_log("%s: closing", wl.pattern);
+    }
     wl_ucp_teardown();
+    if (wl.rank == 0 && wl.verbose) {
+        wl_log("%s: closed", wl.pattern);
+    }
     wl_ctl_close();
     alarm(0);
     return rc;

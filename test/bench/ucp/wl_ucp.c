@@ -24,6 +24,7 @@ static int           g_efd = -1;
 static ucp_ep_h      g_eps[WL_MAX_RANKS];
 static char         *g_addrs;        /* nranks addresses of g_addr_len */
 static size_t        g_addr_len;
+unsigned             wl_lost_wakeups;
 
 void wl_ucp_setup(void)
 {
@@ -45,7 +46,7 @@ void wl_ucp_setup(void)
     int r;
 
     wl_where("UCP setup");
-    if (wl.wait_mode) {
+    if (wl.wakeup) {
         params.features |= UCP_FEATURE_WAKEUP;
     }
     status = ucp_init(&params, NULL, &g_ctx);
@@ -56,7 +57,7 @@ void wl_ucp_setup(void)
     if (status != UCS_OK) {
         wl_die("ucp_worker_create: %s", ucs_status_string(status));
     }
-    if (wl.wait_mode) {
+    if (wl.wakeup) {
         status = ucp_worker_get_efd(g_worker, &g_efd);
         if (status != UCS_OK) {
             wl_die("ucp_worker_get_efd (--wait): %s",
@@ -159,7 +160,7 @@ unsigned wl_progress(void)
 void wl_idle(void)
 {
     struct pollfd pfds[WL_MAX_RANKS + 1];
-    int fds[WL_MAX_RANKS], n, i;
+    int fds[WL_MAX_RANKS], n, i, ret;
     ucs_status_t status;
 
     if (!wl.wait_mode) {
@@ -178,14 +179,33 @@ void wl_idle(void)
         pfds[i + 1].fd     = fds[i];
         pfds[i + 1].events = POLLRDHUP;
     }
-    if (poll(pfds, n + 1, 1000) < 0 && errno != EINTR) {
+    ret = poll(pfds, n + 1, 1000);
+    if (ret < 0 && errno != EINTR) {
         wl_die("poll on the worker's event fd: %s", strerror(errno));
+    }
+    if (ret == 0 && ucp_worker_progress(g_worker) > 0) {
+        ++wl_lost_wakeups;
+        wl_log("the worker's event fd stayed quiet for 1 s although the "
+               "worker had work (a lost wakeup?) in %s", wl_where_now());
     }
     for (i = 1; i <= n; ++i) {
         if (pfds[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
             wl_die("a peer exited (its control connection closed)");
         }
     }
+}
+
+unsigned wl_lost_wakeups_sum(void)
+{
+    unsigned all[WL_MAX_RANKS], sum = 0;
+    int r;
+
+    wl_ctl_gather(&wl_lost_wakeups, sizeof(wl_lost_wakeups), all);
+    wl_lost_wakeups = 0;
+    for (r = 0; wl.rank == 0 && r < wl.nranks; ++r) {
+        sum += all[r];
+    }
+    return sum;
 }
 
 void wl_step(unsigned made)

@@ -46,11 +46,21 @@ void wl_where(const char *fmt, ...)
     va_end(ap);
 }
 
+const char *wl_where_now(void)
+{
+    return g_where;
+}
+
 void wl_log(const char *fmt, ...)
 {
     va_list ap;
 
-    fprintf(stderr, "rank %d: ", wl.rank);
+    static double t0;
+
+    if (t0 == 0) {
+        t0 = wl_now();
+    }
+    fprintf(stderr, "rank %d %+.1fs: ", wl.rank, wl_now() - t0);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
