@@ -1,0 +1,312 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ *
+ * The MPI benchmarks of the suite (contrib/bench/mpi.sh), all in one job:
+ * one mpirun costs tens of seconds on the rig (MPI_Init of 8 ranks on a
+ * 2-vCPU guest), so a launch runs every measurement for one transport.
+ *
+ *   bench_mpi COMMAND...
+ *     a2a:N:ITERS:BLOCK   MPI_Alltoall among world ranks 0..N-1
+ *     pp:SIZE:ITERS       ping-pong between ranks 0 and 1
+ *
+ * Commands run in the order given, which must not decrease N (ping-pong
+ * counts as N = 2). A rank joins at the first command that includes it;
+ * until then it sleeps in MPI_Test on a "go" message from rank 0, so
+ * ranks outside the measured group neither compete for the CPU nor have
+ * talked to anyone. With Open MPI's "--mca mpi_add_procs_cutoff 0" they
+ * have no UCX endpoint either until they join.
+ *
+ * Alltoall (the RoCE full-mesh paper's workload): BLOCK bytes per peer, one
+ * verified warm-up, a barrier, then ITERS back-to-back alltoalls timed
+ * together; the time is the slowest rank's. Every iteration has its own
+ * send and receive region, so the data of every iteration is verified
+ * after the clock stops: block (src, dst) of iteration i carries a pattern
+ * seeded by source rank, destination rank, size and iteration
+ * (test/mpi/mpi_check.h). Rank 0 prints
+ *   bench_mpi: alltoall ranks=N block=B iters=K time_s=T MBps=X
+ * X = N*(N-1)*B*K bytes (between distinct ranks) / T, MB = 1e6 bytes.
+ *
+ * Ping-pong: one verified warm-up round trip, then ITERS round trips,
+ * each timed on rank 0 (send SIZE, receive SIZE back); both messages are
+ * verified after the clock stops, and rank 1 confirms it is ready again
+ * with an empty message before the next one starts. Rank 0 prints
+ *   bench_mpi: pingpong size=S iters=K lat_us=L lat_min_us=M MBps=X
+ * L / M = median / smallest round trip / 2; X = S / L.
+ *
+ * Any data mismatch or MPI error aborts the job (MPI_Abort, exit code 1)
+ * naming peer, size, iteration and byte. The last line is "bench_mpi: OK".
+ */
+#include "mpi_check.h"
+
+#include <time.h>
+
+enum {
+    PHASE_BENCH_A2A  = 11,
+    PHASE_BENCH_PING = 12,
+    PHASE_BENCH_PONG = 13,
+    TAG_GO           = 100,
+    TAG_PP           = 101,
+    TAG_READY        = 102
+};
+
+typedef struct {
+    char   kind;  /* 'a' alltoall, 'p' ping-pong */
+    int    nranks;
+    long   iters;
+    size_t size;
+} bench_cmd_t;
+
+/* Wait for rank 0's go without spinning: the CPU belongs to the measured
+ * ranks */
+static void sleep_until_go(void)
+{
+    struct timespec ts = {0, 2000000};
+    MPI_Request req;
+    int done = 0, go;
+
+    CHECK_MPI(MPI_Irecv(&go, 1, MPI_INT, 0, TAG_GO, MPI_COMM_WORLD, &req),
+              "irecv go");
+    for (;;) {
+        CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "test go");
+        if (done) {
+            return;
+        }
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Rank 0: let ranks [from, to) join */
+static void send_go(int from, int to)
+{
+    int r, go = 1;
+
+    for (r = from; r < to; ++r) {
+        CHECK_MPI(MPI_Send(&go, 1, MPI_INT, r, TAG_GO, MPI_COMM_WORLD),
+                  "send go to %d", r);
+    }
+}
+
+/* Communicator of world ranks 0..n-1; only they call this */
+static MPI_Comm prefix_comm(int n)
+{
+    MPI_Group world, group;
+    MPI_Comm comm;
+    int range[1][3] = {{0, n - 1, 1}};
+
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_range_incl(world, 1, range, &group);
+    CHECK_MPI(MPI_Comm_create_group(MPI_COMM_WORLD, group, n, &comm),
+              "comm_create_group of %d ranks", n);
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    return comm;
+}
+
+static void a2a_verify(const unsigned char *rbuf, int n, size_t block, int it)
+{
+    int peer;
+
+    for (peer = 0; peer < n; ++peer) {
+        check_pattern(rbuf + block * peer, block,
+                      make_seed(PHASE_BENCH_A2A, peer, g_rank, block, it), 0,
+                      "alltoall block", peer, block, it);
+    }
+}
+
+static void bench_alltoall(MPI_Comm comm, int n, size_t block, long iters)
+{
+    size_t per_iter = block * (size_t)n;
+    unsigned char *sbuf, *rbuf;
+    double t0 = 0, dt, dt_max, mbps;
+    int it, peer;
+
+    sbuf = xmalloc(per_iter * (size_t)(iters + 1));
+    rbuf = xmalloc(per_iter * (size_t)(iters + 1));
+    for (it = 0; it <= iters; ++it) {
+        for (peer = 0; peer < n; ++peer) {
+            pattern_fill(sbuf + per_iter * it + block * peer, block,
+                         make_seed(PHASE_BENCH_A2A, g_rank, peer, block, it));
+        }
+        memset(rbuf + per_iter * it, 0x5a ^ it, per_iter);
+    }
+
+    /* iteration 0: warm-up (connections, registration), not timed */
+    for (it = 0; it <= iters; ++it) {
+        if (it == 1) {
+            CHECK_MPI(MPI_Barrier(comm), "barrier");
+            t0 = MPI_Wtime();
+        }
+        CHECK_MPI(MPI_Alltoall(sbuf + per_iter * it, (int)block, MPI_BYTE,
+                               rbuf + per_iter * it, (int)block, MPI_BYTE,
+                               comm),
+                  "alltoall of %d ranks, block %zu, iteration %d", n, block,
+                  it);
+    }
+    dt = MPI_Wtime() - t0;
+    CHECK_MPI(MPI_Allreduce(&dt, &dt_max, 1, MPI_DOUBLE, MPI_MAX, comm),
+              "allreduce");
+    for (it = 0; it <= iters; ++it) {
+        a2a_verify(rbuf + per_iter * it, n, block, it);
+    }
+    /* every rank verified before rank 0 reports */
+    CHECK_MPI(MPI_Barrier(comm), "barrier after verification");
+    if (g_rank == 0) {
+        mbps = (double)block * n * (n - 1) * iters / dt_max / 1e6;
+        printf("bench_mpi: alltoall ranks=%d block=%zu iters=%ld "
+               "time_s=%.6f MBps=%.3f\n", n, block, iters, dt_max, mbps);
+        fflush(stdout);
+    }
+    free(sbuf);
+    free(rbuf);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double*)a, y = *(const double*)b;
+
+    return (x > y) - (x < y);
+}
+
+static void bench_pingpong(size_t size, long iters)
+{
+    int peer = 1 - g_rank, it;
+    unsigned char *ping, *pong, *rbuf;
+    double *rtt, t0 = 0, med;
+
+    ping = xmalloc(size);
+    pong = xmalloc(size);
+    rbuf = xmalloc(size);
+    rtt  = xmalloc(sizeof(*rtt) * (size_t)iters);
+    for (it = 0; it <= iters; ++it) {
+        /* iteration 0: warm-up */
+        memset(rbuf, 0x5a ^ it, size);
+        if (g_rank == 0) {
+            pattern_fill(ping, size, make_seed(PHASE_BENCH_PING, 0, 1, size, it));
+            if (it > 0) {
+                CHECK_MPI(MPI_Recv(NULL, 0, MPI_BYTE, peer, TAG_READY,
+                                   MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                          "recv ready");
+            }
+            t0 = MPI_Wtime();
+            CHECK_MPI(MPI_Send(ping, (int)size, MPI_BYTE, peer, TAG_PP,
+                               MPI_COMM_WORLD), "send ping size %zu", size);
+            CHECK_MPI(MPI_Recv(rbuf, (int)size, MPI_BYTE, peer, TAG_PP,
+                               MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                      "recv pong size %zu", size);
+            if (it > 0) {
+                rtt[it - 1] = MPI_Wtime() - t0;
+            }
+            check_pattern(rbuf, size,
+                          make_seed(PHASE_BENCH_PONG, 1, 0, size, it), 0,
+                          "pong", peer, size, it);
+        } else {
+            pattern_fill(pong, size, make_seed(PHASE_BENCH_PONG, 1, 0, size, it));
+            CHECK_MPI(MPI_Recv(rbuf, (int)size, MPI_BYTE, peer, TAG_PP,
+                               MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                      "recv ping size %zu", size);
+            CHECK_MPI(MPI_Send(pong, (int)size, MPI_BYTE, peer, TAG_PP,
+                               MPI_COMM_WORLD), "send pong size %zu", size);
+            check_pattern(rbuf, size,
+                          make_seed(PHASE_BENCH_PING, 0, 1, size, it), 0,
+                          "ping", peer, size, it);
+            if (it < iters) {
+                CHECK_MPI(MPI_Send(NULL, 0, MPI_BYTE, peer, TAG_READY,
+                                   MPI_COMM_WORLD), "send ready");
+            }
+        }
+    }
+    if (g_rank == 0) {
+        qsort(rtt, (size_t)iters, sizeof(*rtt), cmp_double);
+        med = (iters % 2) ? rtt[iters / 2] :
+              (rtt[iters / 2 - 1] + rtt[iters / 2]) / 2;
+        printf("bench_mpi: pingpong size=%zu iters=%ld lat_us=%.3f "
+               "lat_min_us=%.3f MBps=%.6f\n", size, iters, med / 2 * 1e6,
+               rtt[0] / 2 * 1e6, (double)size / (med / 2) / 1e6);
+        fflush(stdout);
+    }
+    free(ping);
+    free(pong);
+    free(rbuf);
+    free(rtt);
+}
+
+static bench_cmd_t parse_cmd(const char *arg)
+{
+    bench_cmd_t c = {0, 2, 0, 0};
+    long n = 0, iters = 0, size = 0;
+    char extra;
+
+    if (sscanf(arg, "a2a:%ld:%ld:%ld%c", &n, &iters, &size, &extra) == 3) {
+        c.kind = 'a';
+    } else if (sscanf(arg, "pp:%ld:%ld%c", &size, &iters, &extra) == 2) {
+        c.kind = 'p';
+        n      = 2;
+    } else {
+        die("bad command '%s' (a2a:N:ITERS:BLOCK or pp:SIZE:ITERS)", arg);
+    }
+    if ((n < 2) || (n > g_nranks) || (iters < 1) || (iters > 100000) ||
+        (size < 1) || (size > 0x7fffffffL)) {
+        die("command '%s' out of range (%d ranks in the job)", arg, g_nranks);
+    }
+    c.nranks = (int)n;
+    c.iters  = iters;
+    c.size   = (size_t)size;
+    return c;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Comm comm = MPI_COMM_NULL;
+    int comm_n = 0, joined = 0, i;
+    bench_cmd_t c;
+
+    check_init(&argc, &argv, "bench_mpi");
+    if (argc < 2) {
+        die("usage: bench_mpi a2a:N:ITERS:BLOCK|pp:SIZE:ITERS ...");
+    }
+    for (i = 1; i < argc; ++i) {
+        c = parse_cmd(argv[i]);
+        if (c.nranks < comm_n) {
+            die("commands must not decrease the rank count ('%s')", argv[i]);
+        }
+        if (c.nranks > comm_n) {
+            if (g_rank == 0) {
+                send_go(comm_n ? comm_n : 1, c.nranks);
+            }
+            if (g_rank < c.nranks) {
+                if (!joined && (g_rank > 0)) {
+                    sleep_until_go();
+                }
+                joined = 1;
+                if (comm != MPI_COMM_NULL) {
+                    MPI_Comm_free(&comm);
+                }
+                comm = prefix_comm(c.nranks);
+            }
+            comm_n = c.nranks;
+        }
+        if (g_rank >= c.nranks) {
+            continue;
+        }
+        if (c.kind == 'a') {
+            bench_alltoall(comm, c.nranks, c.size, c.iters);
+        } else {
+            bench_pingpong(c.size, c.iters);
+        }
+    }
+    /* ranks no command used */
+    if (g_rank == 0) {
+        send_go(comm_n ? comm_n : 1, g_nranks);
+    } else if (!joined) {
+        sleep_until_go();
+    }
+    if (comm != MPI_COMM_NULL) {
+        MPI_Comm_free(&comm);
+    }
+    if (g_rank == 0) {
+        printf("bench_mpi: OK\n");
+        fflush(stdout);
+    }
+    check_finish();
+    return 0;
+}
