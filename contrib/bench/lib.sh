@@ -71,10 +71,54 @@ bench_sizes() {
 }
 
 # bench_iters SIZE MAX_ITERS BYTES_BUDGET: iterations so that one run moves
-# about BYTES_BUDGET bytes (rxe moves ~10-20 MB/s), at least 20.
+# about BYTES_BUDGET bytes (rxe moves ~10-20 MB/s), at least 8.
 bench_iters() {
     local n=$(( $3 / $1 ))
     [ "$n" -gt "$2" ] && n=$2
-    [ "$n" -lt 20 ] && n=20
+    [ "$n" -lt 8 ] && n=8
     echo "$n"
+}
+
+# UCT transport name and environment of a table column
+bench_uct_tl() {
+    case "$1" in hipower|hipower-pull) echo hipower ;; *) echo "$1" ;; esac
+}
+bench_notify_env() {
+    [ "$1" = hipower-pull ] && echo UCX_HIPOWER_NOTIFY=pull || echo UCX_HIPOWER_NOTIFY=push
+}
+
+# bench_uct_max TL OP: the largest size ucx_info reports for OP (am_bcopy,
+# am_short, put_zcopy...) of UCT transport TL on the first device, or 0.
+bench_uct_max() {
+    hipower-run ucx_info -d -t "$1" 2>/dev/null |
+        sed -n "s/.* $2: <= \([0-9.]*\)\([KMG]*\).*/\1 \2/p" | head -1 |
+        awk '{ m = ($2 == "K") ? 1024 : ($2 == "M") ? 1048576 : ($2 == "G") ? 1073741824 : 1
+               printf "%d\n", $1 * m }' | grep . || echo 0
+}
+
+# bench_pair COLUMN TEST SIZE ITERS [ucx_perftest options]: one UCT or UCP
+# ucx_perftest run of table column COLUMN (rc_verbs, hipower, ...) between
+# the first two devices; prints its Final: line, or fails (output kept in
+# raw/). UCP tests get the column's UCX_TLS.
+bench_pair() {
+    local col=$1 test=$2 size=$3 iters=$4 log
+    shift 4
+    log=$BENCH_OUT/raw/pair-$col-$test-$size-$(date +%s%N).log
+    # shellcheck disable=SC2046
+    env $(bench_notify_env "$col") $(case "$test" in tag_*|ucp_*|stream_*) bench_ucp_env "$col" ;; esac) \
+        hipower-run perftest-pair -q "$(bench_uct_tl "$col")" "$test" "$size" "$iters" "$@" 2> "$log" &&
+        rm -f "$log"
+}
+
+# bench_raw TEST SIZE ITERS: perftest between the first two devices.
+bench_raw() {
+    local log=$BENCH_OUT/raw/raw-$1-$2-$(date +%s%N).log
+    perftest-raw "$@" 2> "$log" && rm -f "$log"
+}
+
+# bench_field LINE N: the Nth (0-based) word of LINE
+bench_field() {
+    local -a f
+    read -r -a f <<< "$1"
+    echo "${f[$2]:-}"
 }
