@@ -29,9 +29,9 @@ for rep in $(seq "$BENCH_REPS"); do
         bench_log "resnet rep $rep/$BENCH_REPS: $col (stride $stride, shrink $shrink)"
         wl_launch "resnet-$col-rep$rep" "$col" "$RANKS" resnet --tensor-stride "$stride" \
             --shrink "$shrink" --iters "$iters" --warmup-iters 1 --timeout 400
-        line=$(wl_line pattern=resnet)
-        wl_record $S fct iteration "$col" "$rep" "$line" fct_ms_median
-        wl_record $S fct_max iteration "$col" "$rep" "$line" fct_ms_max
+        wl_find pattern=resnet
+        wl_record $S fct iteration "$col" "$rep" fct_ms_median
+        wl_record $S fct_max iteration "$col" "$rep" fct_ms_max
     done
 done
 # What one iteration moved, as the program said it

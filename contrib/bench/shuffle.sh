@@ -24,9 +24,9 @@ for rep in $(seq "$BENCH_REPS"); do
             bench_log "shuffle rep $rep/$BENCH_REPS: $n ranks, $col"
             wl_launch "shuffle-$n-$col-rep$rep" "$col" "$n" shuffle --records "$records" \
                 --chunk "$chunk" --timeout 400
-            line=$(wl_line pattern=shuffle validated=1)
-            wl_record $S shuffle_tput "$n" "$col" "$rep" "$line" shuffle_mb_s
-            wl_record $S shuffle_time "$n" "$col" "$rep" "$line" total_seconds
+            wl_find pattern=shuffle validated=1
+            wl_record $S shuffle_tput "$n" "$col" "$rep" shuffle_mb_s
+            wl_record $S shuffle_time "$n" "$col" "$rep" total_seconds
         done
     done
 done

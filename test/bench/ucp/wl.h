@@ -102,8 +102,12 @@ void wl_step(unsigned made);
 /* Times the event fd poll timed out (1 s) and the worker then had work:
  * wakeups that did not come */
 extern unsigned wl_lost_wakeups;
-/* Collective: rank 0 gets the sum over all ranks since the last call */
-unsigned wl_lost_wakeups_sum(void);
+/* Times ucp_worker_arm() said UCS_OK but a progress right after found work
+ * (the rank would have slept although there was something to do) */
+extern unsigned wl_arm_races;
+/* Collective: rank 0 gets the sums over all ranks since the last call, as
+ * "lost_wakeups=N arm_races=N" */
+const char *wl_wakeup_stats(void);
 void *wl_send(int peer, const void *buf, size_t len, ucp_tag_t tag);
 void *wl_recv(void *buf, size_t len, ucp_tag_t tag, ucp_tag_t mask);
 /* 1 when the send (or NULL) is done and freed; exits on error */

@@ -254,7 +254,7 @@ static void measure(int gather, const int *peers, int npeers)
     const char *name = gather ? "incast-gather" : "incast-bcast";
     double t0, c0, secs, cpu, lat_cpu, pattern_us = 0, *times;
     uint64_t handled;
-    unsigned lost;
+    const char *wakeups;
 
     if (wl.rank == 0) {
         /* What checking (gather) or filling (bcast) one message costs the
@@ -286,7 +286,7 @@ static void measure(int gather, const int *peers, int npeers)
     c0 = wl_cpu();
     lat_rounds(gather, wl.lat_rounds, 0, times);
     lat_cpu = wl_cpu() - c0;
-    lost    = wl_lost_wakeups_sum();
+    wakeups = wl_wakeup_stats();
 
     if (wl.rank == 0) {
         handled = (uint64_t)wl.msgs * g_workers;
@@ -295,8 +295,7 @@ static void measure(int gather, const int *peers, int npeers)
                "msg_rate=%.1f master_cpu_s=%.6f master_cpu_us_per_msg=%.3f "
                "master_cpu_util=%.3f pattern_cpu_us_per_msg=%.3f "
                "lat_rounds=%u lat_us_median=%.1f lat_us_min=%.1f "
-               "lat_us_max=%.1f lat_master_cpu_us_per_round=%.1f "
-               "lost_wakeups=%u\n",
+               "lat_us_max=%.1f lat_master_cpu_us_per_round=%.1f %s\n",
                name, wl.nranks, g_workers, wl.size, wl.window, wl.wait_mode,
                (unsigned long long)handled, secs,
                handled * wl.size / secs / 1e6, handled / secs, cpu,
@@ -304,7 +303,7 @@ static void measure(int gather, const int *peers, int npeers)
                wl_median(times, wl.lat_rounds) * 1e6,
                wl_min(times, wl.lat_rounds) * 1e6,
                wl_max(times, wl.lat_rounds) * 1e6,
-               wl.lat_rounds ? lat_cpu * 1e6 / wl.lat_rounds : 0, lost);
+               wl.lat_rounds ? lat_cpu * 1e6 / wl.lat_rounds : 0, wakeups);
     }
     free(times);
 }

@@ -24,7 +24,10 @@
  *   all:     pattern, ranks, wait (1: --wait, ranks sleep in the worker's
  *            event fd when idle; 0: busy polling), lost_wakeups (times a
  *            rank's 1-s poll on the event fd timed out although its worker
- *            had work: each cost up to 1 s; 0 without --wait)
+ *            had work: each cost up to 1 s), arm_races (times
+ *            ucp_worker_arm() returned UCS_OK but the worker had work right
+ *            after: the rank did not sleep); both summed over all ranks,
+ *            0 without --wait
  *   incast-bcast / incast-gather (one line per size and mode; "incast"
  *   runs both, for each size bcast then gather):
  *            workers, size (bytes per message), window (sends or receives

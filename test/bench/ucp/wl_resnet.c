@@ -290,7 +290,7 @@ int wl_run_resnet(void)
     uint8_t **param, ***grad;
     double *fct, secs;
     size_t sent = 0;
-    unsigned lost;
+    const char *wakeups;
 
     if (workers < 1) {
         wl_die("resnet needs at least 2 ranks");
@@ -329,19 +329,19 @@ int wl_run_resnet(void)
         wl_log("resnet iteration %u%s: flow completion time %.3f s", it,
                it < wl.warmup_iters ? " (warm-up)" : "", fct[it]);
     }
-    lost = wl_lost_wakeups_sum();
+    wakeups = wl_wakeup_stats();
     if (wl.rank == 0) {
         secs = wl_median(fct + wl.warmup_iters, wl.iters);
         printf("bench-result pattern=resnet ranks=%d workers=%d wait=%d "
                "tensors=%u tensors_sent=%u stride=%u shrink=%u "
                "bytes_per_worker=%zu model_fraction=%.5f iters=%u "
                "fct_ms_median=%.3f fct_ms_min=%.3f fct_ms_max=%.3f "
-               "mb_s=%.3f lost_wakeups=%u\n", wl.nranks, workers, wl.wait_mode,
+               "mb_s=%.3f %s\n", wl.nranks, workers, wl.wait_mode,
                g_num_tensors, g_nsel, wl.tensor_stride, wl.shrink, sent,
                (double)sent / g_full_bytes, wl.iters, secs * 1e3,
                wl_min(fct + wl.warmup_iters, wl.iters) * 1e3,
                wl_max(fct + wl.warmup_iters, wl.iters) * 1e3,
-               secs > 0 ? 2.0 * sent * workers / secs / 1e6 : 0, lost);
+               secs > 0 ? 2.0 * sent * workers / secs / 1e6 : 0, wakeups);
     }
     for (t = 0; t < g_nsel; ++t) {
         free(param[t]);

@@ -391,7 +391,7 @@ int wl_run_shuffle(void)
     int peers[WL_MAX_RANKS], npeers = 0, r;
     double t0, te0, te1, t1;
     stats_t st = { 0 }, *all = NULL;
-    unsigned lost;
+    const char *wakeups;
 
     if (wl.nranks < 2) {
         wl_die("shuffle needs at least 2 ranks");
@@ -426,7 +426,7 @@ int wl_run_shuffle(void)
     if (wl.rank == 0) {
         all = calloc(wl.nranks, sizeof(*all));
     }
-    lost = wl_lost_wakeups_sum();
+    wakeups = wl_wakeup_stats();
     wl_ctl_gather(&st, sizeof(st), all);
     if (wl.rank == 0) {
         check_global(all, &exchanged, &out_min, &out_max);
@@ -434,11 +434,11 @@ int wl_run_shuffle(void)
                "records_per_rank=%zu record_bytes=%d chunk=%zu "
                "exchanged_bytes=%llu exchange_seconds=%.6f "
                "shuffle_mb_s=%.3f total_seconds=%.6f out_records_min=%llu "
-               "out_records_max=%llu lost_wakeups=%u validated=1\n",
+               "out_records_max=%llu %s validated=1\n",
                wl.nranks, wl.wait_mode,
                n, REC, wl.chunk, (unsigned long long)exchanged, te1 - te0,
                exchanged / (te1 - te0) / 1e6, t1 - t0,
-               (unsigned long long)out_min, (unsigned long long)out_max, lost);
+               (unsigned long long)out_min, (unsigned long long)out_max, wakeups);
         free(all);
     }
     free(recs);
