@@ -13,11 +13,12 @@
 # every message's data is verified. Optionally (HIPOWER_BENCH_MPI_NETPIPE=1)
 # NetPIPE's NPopenmpi too, in 2-rank jobs of its own.
 # Each repetition runs every transport in turn. A run that fails or times
-# out records "fail" and the section goes on; a transport whose job timed
-# out is not run again in later repetitions (recorded "fail"), so that a
-# hang costs one timeout, not one per repetition.
+# out records "fail" and the section goes on; the measurement that was
+# running when a job timed out is left out of that transport's later jobs
+# (recorded "fail"), so that a hang costs one timeout, not one per
+# repetition.
 #
-# Knobs: HIPOWER_BENCH_MPI_TIMEOUT (seconds per mpirun, default 300),
+# Knobs: HIPOWER_BENCH_MPI_TIMEOUT (seconds per mpirun, default 240),
 # HIPOWER_BENCH_MPI_TRANSPORTS (default "rc_verbs hipower hipower-pull"),
 # HIPOWER_BENCH_MPI_PP_BYTES, HIPOWER_BENCH_MPI_A2A_BYTES (bytes per
 # measurement), HIPOWER_BENCH_MPI_NETPIPE=1.
@@ -30,7 +31,7 @@ SRC=${HIPOWER_SRC:-$(cd "$BENCH_DIR/../.." && pwd)}
 BUILD=${HIPOWER_BUILD:-$SRC}
 BENCH_BIN=$BUILD/test/bench/mpi/openmpi/bench_mpi
 RANK_ENV=$SRC/test/mpi/mpi-rank-env
-MPI_TIMEOUT=${HIPOWER_BENCH_MPI_TIMEOUT:-300}
+MPI_TIMEOUT=${HIPOWER_BENCH_MPI_TIMEOUT:-240}
 TRANSPORTS=${HIPOWER_BENCH_MPI_TRANSPORTS:-rc_verbs hipower hipower-pull}
 RAW=$BENCH_OUT/raw/mpi
 mkdir -p "$RAW"
@@ -42,14 +43,19 @@ if [ "$BENCH_QUICK" = 1 ]; then
     PP_SIZES="1 4096"
     A2A_CONFIGS="2:65536"
 else
-    PP_SIZES=$(bench_sizes 1 8388608)
+    # powers of 4 to 1 MiB, and 8 MiB (4 MiB would cost ~10 s per job)
+    PP_SIZES="$(bench_sizes 1 1048576 | paste -sd' ' -) 8388608"
     A2A_CONFIGS="2:65536 2:1048576 4:65536 8:65536"
 fi
-# Ping-pong round trips per size: about PP_BYTES bytes each way, 3..30.
-PP_BYTES=${HIPOWER_BENCH_MPI_PP_BYTES:-4000000}
+# Ping-pong round trips per size: about PP_BYTES bytes each way, 2..10.
+PP_BYTES=${HIPOWER_BENCH_MPI_PP_BYTES:-2000000}
 # Alltoall iterations: about A2A_BYTES bytes between distinct ranks per
-# measurement, 3..50 alltoalls.
-A2A_BYTES=${HIPOWER_BENCH_MPI_A2A_BYTES:-12000000}
+# measurement, 3..20 alltoalls.
+A2A_BYTES=${HIPOWER_BENCH_MPI_A2A_BYTES:-4000000}
+# No repetition starts after the section has run this long (seconds): a
+# guard against a machine so loaded (or a transport so slow) that the
+# suite would never end; the note says when it cut repetitions.
+MPI_BUDGET=${HIPOWER_BENCH_MPI_BUDGET:-1200}
 # Optional: NetPIPE (NPopenmpi, 1 B .. NP_MAX) in a 2-rank mpirun of its
 # own per transport and repetition.
 NP_ENABLE=${HIPOWER_BENCH_MPI_NETPIPE:-0}
@@ -121,8 +127,8 @@ its first group starts and sleeps until then (no CPU, and with
 \`--mca mpi_add_procs_cutoff 0\` no UCX endpoint either), so a 2-rank figure
 is taken with the other 6 processes idle, not absent.
 
-- **Ping-pong** (ranks 0 and 1), sizes $(echo "$PP_SIZES" | paste -sd, - | sed 's/,/, /g') B:
-  one warm-up round trip, then 3..30 round trips (about
+- **Ping-pong** (ranks 0 and 1), sizes ${PP_SIZES// /, } B:
+  one warm-up round trip, then 2..10 round trips (about
   $((PP_BYTES / 1000000)) MB each way), each timed alone; latency = median
   round trip / 2 (and the best round trip / 2, which the 4 ms mode below
   disturbs less), bandwidth = size / median one-way time. Both messages of every round
@@ -131,7 +137,7 @@ is taken with the other 6 processes idle, not absent.
 - **MPI_Alltoall** (the RoCE full-mesh paper's workload), RANKS:BYTES PER
   PEER ${A2A_CONFIGS// /, }: one warm-up alltoall, a
   barrier, then K back-to-back alltoalls timed together (K: about
-  $((A2A_BYTES / 1000000)) MB between ranks, 3..50); the time is the slowest
+  $((A2A_BYTES / 1000000)) MB between ranks, 3..20); the time is the slowest
   rank's. Throughput = N·(N-1)·B·K / time, all ranks together (the
   self-block is not counted). Every iteration has its own buffers (their
   first-use registration is inside the time), and the data of every
@@ -170,15 +176,15 @@ mpi_devices() {
 a2a_iters() {
     local k=$(( A2A_BYTES / ($1 * ($1 - 1) * $2) ))
     [ "$k" -lt 3 ] && k=3
-    [ "$k" -gt 50 ] && k=50
+    [ "$k" -gt 20 ] && k=20
     echo "$k"
 }
 
 # pp_iters SIZE: ping-pong round trips for one size
 pp_iters() {
     local k=$(( PP_BYTES / $1 ))
-    [ "$k" -lt 3 ] && k=3
-    [ "$k" -gt 30 ] && k=30
+    [ "$k" -lt 2 ] && k=2
+    [ "$k" -gt 10 ] && k=10
     echo "$k"
 }
 
@@ -236,75 +242,95 @@ mpi_launch() {
     return "$rc"
 }
 
-declare -A TIMED_OUT=()
-
-# result RUN PATTERN: the value sed -n -E "s/PATTERN/\1/p" finds in the
-# run's log, or "fail"
-result() {
-    local v
-    v=$(sed -n -E "s/$2/\\1/p" "$RAW/$1.log" | head -1)
-    echo "${v:-fail}"
-}
+declare -A HUNG=() NP_TIMED_OUT=()
 
 # bench_run REP TRANSPORT: one bench_mpi job, every ping-pong size and
-# alltoall configuration
+# alltoall configuration. (The log is parsed by bash itself: every process
+# started in the TCG guest costs tens of milliseconds.)
 bench_run() {
-    local rep=$1 tr=$2 run="bench_mpi-$2-rep$1" rc=0 s cfg n b v lat lmin bw
+    local rep=$1 tr=$2 run="bench_mpi-$2-rep$1" rc=0 s cfg n b line summary=
     local start=$SECONDS
-    local -a cmds=()
+    local -a cmds=() f
+    local -A got=() finished=()
     for s in $PP_SIZES; do
-        cmds+=("pp:$s:$(pp_iters "$s")")
+        [[ " ${HUNG[$tr]:-} " = *" pp:$s "* ]] ||
+            cmds+=("pp:$s:$(pp_iters "$s")")
     done
     for cfg in $A2A_CONFIGS; do
         n=${cfg%%:*} b=${cfg#*:}
-        cmds+=("a2a:$n:$(a2a_iters "$n" "$b"):$b")
+        [[ " ${HUNG[$tr]:-} " = *" a2a:$n:$b "* ]] ||
+            cmds+=("a2a:$n:$(a2a_iters "$n" "$b"):$b")
     done
-    if [ -n "${TIMED_OUT[$tr]:-}" ]; then
-        bench_log "mpi: $run skipped (timed out in an earlier repetition)"
+    [ -n "${HUNG[$tr]:-}" ] &&
+        bench_log "mpi: $run without${HUNG[$tr]} (timed out in an earlier repetition)"
+    if [ ${#cmds[@]} = 0 ]; then
         rc=1
     else
         mpi_launch "$run" "$JOB_RANKS" "$tr" "$BENCH_BIN" "${cmds[@]}" || rc=$?
-        [ "$rc" = 124 ] && TIMED_OUT[$tr]=1
     fi
-    # a job that failed half way still has its earlier lines, but a
-    # failed run's numbers are not trusted: all of it is "fail"
+    if [ "$rc" = 124 ]; then
+        # the command that was running when time ran out ("took" lines
+        # mark the finished ones) is left out of later repetitions
+        while read -r -a f; do
+            [ "${f[2]:-}" = took ] && finished[${f[1]}]=1
+        done < "$RAW/$run.log"
+        for s in "${cmds[@]}"; do
+            if [ -z "${finished[$s]:-}" ]; then
+                IFS=: read -r -a f <<< "$s"     # pp:S:K or a2a:N:K:B
+                s=${f[0]}:${f[1]}${f[3]:+:${f[3]}}
+                HUNG[$tr]="${HUNG[$tr]:-} $s"
+                bench_log "mpi: $run: '$s' was running when the job timed out; left out of later repetitions"
+                break
+            fi
+        done
+    fi
+    # A job that failed half way has some result lines, but a failed run's
+    # numbers are not trusted: all of it is "fail".
+    if [ "$rc" = 0 ]; then
+        # bench_mpi: pingpong size=S iters=K lat_us=L lat_min_us=M MBps=X
+        # bench_mpi: alltoall ranks=N block=B iters=K time_s=T MBps=X
+        while read -r -a f; do
+            case "${f[0]} ${f[1]:-}" in
+                "bench_mpi: pingpong")
+                    s=${f[2]#size=}
+                    got[lat:$s]=${f[4]#lat_us=}
+                    got[lmin:$s]=${f[5]#lat_min_us=}
+                    got[bw:$s]=${f[6]#MBps=}
+                    case $s in 1|1048576)
+                        summary+="pp $s B ${got[lat:$s]} us ${got[bw:$s]} MB/s; " ;;
+                    esac ;;
+                "bench_mpi: alltoall")
+                    got[a2a:${f[2]#ranks=}:${f[3]#block=}]=${f[6]#MBps=}
+                    summary+="a2a ${f[2]#ranks=}x${f[3]#block=} B ${f[6]#MBps=} MB/s; " ;;
+            esac
+        done < "$RAW/$run.log"
+    fi
     for s in $PP_SIZES; do
-        lat=fail lmin=fail bw=fail
-        if [ "$rc" = 0 ]; then
-            lat=$(result "$run" "^bench_mpi: pingpong size=$s .* lat_us=([0-9.]+) .*")
-            lmin=$(result "$run" "^bench_mpi: pingpong size=$s .* lat_min_us=([0-9.]+) .*")
-            bw=$(result "$run" "^bench_mpi: pingpong size=$s .* MBps=([0-9.]+)$")
-        fi
-        bench_sample $SEC pingpong_lat "$s" "$tr" "$rep" "$lat"
-        bench_sample $SEC pingpong_lat_min "$s" "$tr" "$rep" "$lmin"
-        bench_sample $SEC pingpong_bw "$s" "$tr" "$rep" "$bw"
+        bench_sample $SEC pingpong_lat "$s" "$tr" "$rep" "${got[lat:$s]:-fail}"
+        bench_sample $SEC pingpong_lat_min "$s" "$tr" "$rep" "${got[lmin:$s]:-fail}"
+        bench_sample $SEC pingpong_bw "$s" "$tr" "$rep" "${got[bw:$s]:-fail}"
     done
     for cfg in $A2A_CONFIGS; do
-        n=${cfg%%:*} b=${cfg#*:} v=fail
-        if [ "$rc" = 0 ]; then
-            v=$(result "$run" "^bench_mpi: alltoall ranks=$n block=$b .* MBps=([0-9.]+)$")
-        fi
-        bench_sample $SEC "alltoall_$(size_label "$b")" "$n" "$tr" "$rep" "$v"
+        n=${cfg%%:*} b=${cfg#*:}
+        bench_sample $SEC "alltoall_$(size_label "$b")" "$n" "$tr" "$rep" \
+            "${got[a2a:$n:$b]:-fail}"
     done
-    [ "$rc" = 0 ] && bench_log "mpi: $run ($((SECONDS - start)) s): $(sed -n -E \
-        -e 's/^bench_mpi: pingpong size=(1|1048576) .* lat_us=([0-9.]+) .* MBps=([0-9.]+)$/pp \1 B \2 us \3 MB\/s/p' \
-        -e 's/^bench_mpi: alltoall ranks=([0-9]+) block=([0-9]+) .* MBps=([0-9.]+)$/a2a \1x\2 B \3 MB\/s/p' \
-        "$RAW/$run.log" | paste -sd ';' - | sed 's/;/; /g')"
+    [ "$rc" = 0 ] && bench_log "mpi: $run ($((SECONDS - start)) s): ${summary%; }"
 }
 
 # np_run REP TRANSPORT: NetPIPE ping-pong between 2 ranks
 np_run() {
-    local rep=$1 tr=$2 run="netpipe-$2-rep$1" out s lat bw rc=0 key="np:$2"
+    local rep=$1 tr=$2 run="netpipe-$2-rep$1" out s lat bw rc=0
     local start=$SECONDS
     out=$RAW/$run.np
     rm -f "$out"
-    if [ -n "${TIMED_OUT[$key]:-}" ]; then
+    if [ -n "${NP_TIMED_OUT[$tr]:-}" ]; then
         bench_log "mpi: $run skipped (timed out in an earlier repetition)"
         rc=1
     else
         mpi_launch "$run" 2 "$tr" NPopenmpi -l 1 -u "$NP_MAX" -p 0 \
             -n "$NP_REPEATS" -o "$out" || rc=$?
-        [ "$rc" = 124 ] && TIMED_OUT[$key]=1
+        [ "$rc" = 124 ] && NP_TIMED_OUT[$tr]=1
     fi
     for s in $(bench_sizes 1 "$NP_MAX"); do
         lat=fail bw=fail
@@ -325,7 +351,17 @@ np_run() {
 if ! [ -x "$BENCH_BIN" ]; then
     bench_log "mpi: $BENCH_BIN not built (make bench-programs): its runs fail"
 fi
+SECTION_T0=$SECONDS
+reps_run=0
 for ((rep = 1; rep <= BENCH_REPS; rep++)); do
+    if [ $((SECONDS - SECTION_T0)) -gt "$MPI_BUDGET" ]; then
+        bench_log "mpi: $((SECONDS - SECTION_T0)) s > HIPOWER_BENCH_MPI_BUDGET=$MPI_BUDGET s: repetitions $rep..$BENCH_REPS not run"
+        bench_note $SEC "
+**Cut short**: only $reps_run of $BENCH_REPS repetitions ran; the section had
+taken $((SECONDS - SECTION_T0)) s, more than its budget (HIPOWER_BENCH_MPI_BUDGET=$MPI_BUDGET s)."
+        break
+    fi
+    reps_run=$rep
     for tr in $TRANSPORTS; do
         bench_run "$rep" "$tr"
     done
@@ -336,10 +372,19 @@ for ((rep = 1; rep <= BENCH_REPS; rep++)); do
     fi
 done
 
-if [ ${#TIMED_OUT[@]} -gt 0 ]; then
+for tr in "${!HUNG[@]}"; do
     bench_note $SEC "
-**Timed out** (after ${MPI_TIMEOUT} s; later repetitions not run, recorded as
-failed): $(printf '%s ' "${!TIMED_OUT[@]}" | sed 's/ $//; s/ /, /g'). Logs in \`raw/mpi/\`."
-fi
-bench_log "mpi: done"
+**Timed out** (a job of more than ${MPI_TIMEOUT} s): $tr while running${HUNG[$tr]}
+(left out of later repetitions, recorded as failed). Logs in \`raw/mpi/\`."
+done
+for tr in "${!NP_TIMED_OUT[@]}"; do
+    bench_note $SEC "
+**Timed out**: NetPIPE over $tr (later repetitions not run)."
+done
+init_s=$(sed -n -E 's/^bench_mpi: MPI_Init returned ([0-9.]+) s .*/\1/p' \
+             "$RAW"/bench_mpi-*.log 2>/dev/null | sort -n | sed -n '1p;$p' | paste -sd/ -)
+bench_note $SEC "
+This run of the section took $((SECONDS - SECTION_T0)) s${init_s:+; MPI_Init of a
+$JOB_RANKS-rank job took ${init_s%/*} to ${init_s#*/} s (not in any figure)}."
+bench_log "mpi: done in $((SECONDS - SECTION_T0)) s"
 exit 0
