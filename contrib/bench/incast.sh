@@ -22,7 +22,7 @@ for p in bcast gather; do
     bench_metric $S ${p}_lat "$P: round latency at the master (median), busy polling" usec lower "message size (B)"
     bench_metric $S ${p}_tput_wait "$P: throughput at the master, ranks sleep when idle (--wait)" MB/s higher "message size (B)"
     bench_metric $S ${p}_lat_wait "$P: round latency at the master (median), --wait" usec lower "message size (B)"
-    bench_metric $S ${p}_cpu_wait "$P: master CPU (user+sys) per message, --wait" usec/msg lower "message size (B)"
+    bench_metric $S ${p}_master_cpu "$P: master CPU (user+sys) per message, --wait" usec/msg lower "message size (B)"
 done
 
 bench_note $S "UCP tag messages between 5 processes of \`test/bench/ucp/ucp_workloads\` (started by \`contrib/bench/ucp-launch\`), each on its own rxe device (\`UCX_NET_DEVICES\`: rank K on device K of ${HIPOWER_RIG_DEVICES:-the rig}); rank 0 is the master, ranks 1-4 the workers. UCX_TLS per column as in the UCP section (\`ud_verbs\` carries only the wireup). Every message is checked byte for byte."
@@ -51,7 +51,7 @@ for rep in $(seq "$BENCH_REPS"); do
                 wl_find "pattern=incast-$p" "size=$size" wait=1
                 wl_record $S ${p}_tput_wait "$size" "$col" "$rep" mb_s
                 wl_record $S ${p}_lat_wait "$size" "$col" "$rep" lat_us_median
-                wl_record $S ${p}_cpu_wait "$size" "$col" "$rep" master_cpu_us_per_msg
+                wl_record $S ${p}_master_cpu "$size" "$col" "$rep" master_cpu_us_per_msg
             done
         done
     done

@@ -11,7 +11,7 @@ ranks_list=${HIPOWER_BENCH_SHUFFLE_RANKS:-4} records=41943      # 4 MiB per rank
 [ "$BENCH_QUICK" = 1 ] && ranks_list=${HIPOWER_BENCH_SHUFFLE_RANKS:-2} records=10486
 chunk=65536
 
-bench_metric $S shuffle_tput "Shuffle throughput: bytes exchanged between ranks / exchange time" MB/s higher ranks noplot
+bench_metric $S shuffle_bw "Shuffle throughput: bytes exchanged between ranks / exchange time" MB/s higher ranks noplot
 bench_metric $S shuffle_time "Shuffle total time: sampling, partitioning, exchange and sort" s lower ranks noplot
 
 bench_note $S "N processes of \`test/bench/ucp/ucp_workloads shuffle\`, each on its own rxe device, over UCP tag messages. Each rank generates $records records of 100 bytes (a 10-byte random key; a PRNG seeded per rank), sends 256 sample keys to rank 0, which picks N-1 splitters and sends them back; each rank partitions its records by key range, sends every other rank its record count and then its records in messages of $chunk bytes (every message's checksum travels in its tag and is checked on arrival), and sorts what it received. Then it is validated: every rank's output sorted and inside its key range, rank i's largest key <= rank i+1's smallest, and the total record count and an order-independent checksum of all records unchanged."
@@ -25,7 +25,7 @@ for rep in $(seq "$BENCH_REPS"); do
             wl_launch "shuffle-$n-$col-rep$rep" "$col" "$n" shuffle --records "$records" \
                 --chunk "$chunk" --timeout 400
             wl_find pattern=shuffle validated=1
-            wl_record $S shuffle_tput "$n" "$col" "$rep" shuffle_mb_s
+            wl_record $S shuffle_bw "$n" "$col" "$rep" shuffle_mb_s
             wl_record $S shuffle_time "$n" "$col" "$rep" total_seconds
         done
     done
