@@ -37,7 +37,7 @@ RAW=$BENCH_OUT/raw/mpi
 mkdir -p "$RAW"
 
 # What runs, in one 8-rank mpirun per transport and repetition (MPI_Init
-# of 8 ranks alone takes 20-60 s in the 2-vCPU guest): ping-pong sizes,
+# of 8 ranks alone takes 15-65 s in the 2-vCPU guest): ping-pong sizes,
 # then alltoall configurations "RANKS:BLOCK".
 if [ "$BENCH_QUICK" = 1 ]; then
     PP_SIZES="1 4096"
@@ -120,7 +120,7 @@ failed.
 
 One \`mpirun\` of $JOB_RANKS ranks per transport and repetition
 (\`test/bench/mpi/bench_mpi\`) runs every measurement below, because MPI_Init
-of 8 ranks alone takes 20-60 s on the rig; $BENCH_REPS repetitions, the
+of 8 ranks alone takes 15-65 s on the rig; $BENCH_REPS repetitions, the
 transports interleaved in each, at most ${MPI_TIMEOUT} s per launch. The
 measurements go from the smallest group to the largest; a rank joins when
 its first group starts and sleeps until then (no CPU, and with
@@ -384,7 +384,7 @@ done
 init_s=$(sed -n -E 's/^bench_mpi: MPI_Init returned ([0-9.]+) s .*/\1/p' \
              "$RAW"/bench_mpi-*.log 2>/dev/null | sort -n | sed -n '1p;$p' | paste -sd/ -)
 bench_note $SEC "
-This run of the section took $((SECONDS - SECTION_T0)) s${init_s:+; MPI_Init of a
-$JOB_RANKS-rank job took ${init_s%/*} to ${init_s#*/} s (not in any figure)}."
+This run of the section took $((SECONDS - SECTION_T0)) s${init_s:+; MPI_Init took
+${init_s%/*} to ${init_s#*/} s per $JOB_RANKS-rank job (not in any figure)}."
 bench_log "mpi: done in $((SECONDS - SECTION_T0)) s"
 exit 0
