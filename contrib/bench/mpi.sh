@@ -268,9 +268,10 @@ bench_run() {
     else
         mpi_launch "$run" "$JOB_RANKS" "$tr" "$BENCH_BIN" "${cmds[@]}" || rc=$?
     fi
-    if [ "$rc" = 124 ]; then
+    if [ "$rc" = 124 ] && grep -q '^bench_mpi: started' "$RAW/$run.log"; then
         # the command that was running when time ran out ("took" lines
-        # mark the finished ones) is left out of later repetitions
+        # mark the finished ones) is left out of later repetitions; a job
+        # that timed out in its startup is simply run again
         while read -r -a f; do
             [ "${f[2]:-}" = took ] && finished[${f[1]}]=1
         done < "$RAW/$run.log"

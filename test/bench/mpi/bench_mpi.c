@@ -266,6 +266,11 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_REALTIME, &t_start);
     check_init(&argc, &argv, "bench_mpi");
     t_init = MPI_Wtime();
+    if (g_rank == 0) {
+        /* tells a job killed later whether it got past startup */
+        printf("bench_mpi: started\n");
+        fflush(stdout);
+    }
     if (argc < 2) {
         die("usage: bench_mpi a2a:N:ITERS:BLOCK|pp:SIZE:ITERS ...");
     }
