@@ -14,7 +14,7 @@ command -v valgrind > /dev/null || { bench_log "cpu: valgrind is not installed";
 if [ "$BENCH_QUICK" = 1 ]; then sizes="8" rounds=4
 else sizes="8 1024" rounds=20; fi
 burst=32
-columns="rc_verbs hipower hipower-pull ud_verbs"
+columns="rc_verbs hipower hipower-pull"
 
 bench_metric $S rx_instr "receiver: user-space instructions per message (callgrind)" instr lower "message size (B)" noplot
 bench_metric $S tx_instr "sender: user-space instructions per message (callgrind)" instr lower "message size (B)" noplot

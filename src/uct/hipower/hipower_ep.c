@@ -72,10 +72,11 @@ static void uct_hipower_ep_del_pending_list(uct_hipower_ep_t *ep)
     }
 }
 
-ucs_status_t uct_hipower_ep_post(uct_hipower_ep_t *ep,
-                                 struct ibv_send_wr *first,
-                                 struct ibv_send_wr *last, unsigned nwr,
-                                 int force_signal, uct_hipower_tx_op_t *op)
+/* uct_hipower_ep_post(), inlined into the per-message send path */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_hipower_ep_post_inline(uct_hipower_ep_t *ep, struct ibv_send_wr *first,
+                           struct ibv_send_wr *last, unsigned nwr,
+                           int force_signal, uct_hipower_tx_op_t *op)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     struct ibv_send_wr *bad_wr, *wr;
@@ -132,6 +133,14 @@ ucs_status_t uct_hipower_ep_post(uct_hipower_ep_t *ep,
         ep->tx.unsignaled += nwr;
     }
     return UCS_OK;
+}
+
+ucs_status_t uct_hipower_ep_post(uct_hipower_ep_t *ep,
+                                 struct ibv_send_wr *first,
+                                 struct ibv_send_wr *last, unsigned nwr,
+                                 int force_signal, uct_hipower_tx_op_t *op)
+{
+    return uct_hipower_ep_post_inline(ep, first, last, nwr, force_signal, op);
 }
 
 /* A zero-length signaled RDMA_WRITE: completes after everything before it */
@@ -341,7 +350,7 @@ uct_hipower_ep_tx_op_get(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
  * the bitmap word after it). @a data_wr has its sg_list and send flags
  * (inline) filled by the caller.
  */
-static inline ucs_status_t
+static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
                         hipower_slot_hdr_t *hdr, uint8_t am_id,
                         uint32_t length, int force_signal,
@@ -390,8 +399,9 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
             ep->tx.unannounced++;
         }
     }
-    status = uct_hipower_ep_post(ep, data_wr, (nwr == 2) ? &bitmap_wr : data_wr,
-                                 nwr, force_signal, op);
+    status = uct_hipower_ep_post_inline(ep, data_wr,
+                                        (nwr == 2) ? &bitmap_wr : data_wr,
+                                        nwr, force_signal, op);
 
     if (ucs_unlikely(status != UCS_OK)) {
         if (push) {
@@ -406,7 +416,10 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     iface->stats.tx_bytes    += length;
     iface->stats.rdma_writes += nwr;
 
-    if (hipower_tx_ring_wants_recycle(&ep->tx.ring, ep->tx.threshold)) {
+    /* Below the threshold, every message until the read completes would
+     * find it outstanding: test the flag here, not after a call */
+    if (hipower_tx_ring_wants_recycle(&ep->tx.ring, ep->tx.threshold) &&
+        !(ep->flags & UCT_HIPOWER_EP_FLAG_RECYCLE_READ)) {
         uct_hipower_ep_post_recycle_read(ep);
     }
     return UCS_OK;
@@ -424,11 +437,17 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
 {
     uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    hipower_slot_hdr_t slot_hdr;
+    /* One gather entry for both headers: each entry costs the provider a
+     * copy of its own */
+    struct {
+        hipower_slot_hdr_t slot;
+        uint64_t           am;
+    } headers;
     struct ibv_send_wr wr;
-    struct ibv_sge sge[3];
+    struct ibv_sge sge[2];
     ucs_status_t status;
 
+    UCS_STATIC_ASSERT(sizeof(headers) == HIPOWER_SLOT_HDR_SIZE + sizeof(hdr));
     if (ucs_unlikely((id >= UCT_AM_ID_MAX) ||
                      (sizeof(hdr) + length + HIPOWER_SLOT_HDR_SIZE >
                       iface->config.max_inline))) {
@@ -444,16 +463,15 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
         return status;
     }
 
-    sge[0].addr   = (uintptr_t)&slot_hdr;
-    sge[0].length = HIPOWER_SLOT_HDR_SIZE;
-    sge[1].addr   = (uintptr_t)&hdr;
-    sge[1].length = sizeof(hdr);
-    sge[2].addr   = (uintptr_t)buffer;
-    sge[2].length = length;
+    headers.am    = hdr;
+    sge[0].addr   = (uintptr_t)&headers;
+    sge[0].length = sizeof(headers);
+    sge[1].addr   = (uintptr_t)buffer;
+    sge[1].length = length;
     wr.sg_list    = sge;
-    wr.num_sge    = (length > 0) ? 3 : 2;
+    wr.num_sge    = (length > 0) ? 2 : 1;
     wr.send_flags = IBV_SEND_INLINE;
-    status = uct_hipower_ep_send_msg(ep, &wr, &slot_hdr, id,
+    status = uct_hipower_ep_send_msg(ep, &wr, &headers.slot, id,
                                      sizeof(hdr) + length, 0, NULL);
     UCT_TL_EP_STAT_OP_IF_SUCCESS(status, &ep->super, AM, SHORT,
                                  sizeof(hdr) + length);
@@ -687,6 +705,16 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
     uct_hipower_iface_t *iface   = uct_hipower_ep_iface(ep);
     uct_hipower_rx_owner_t *owner = ep->rx.owner;
     hipower_rx_ring_t *ring       = &ep->rx.ring;
+    /* Per-message constants, loaded once per batch */
+    size_t slot_size              = iface->config.slot_size;
+    size_t slot_room              = slot_size - iface->config.data_offset;
+    /* The user may use rx_headroom bytes before the data (UCP puts its
+     * descriptor there, over our parsed header); right before those,
+     * uct_iface_release_desc() finds the owner */
+    ptrdiff_t owner_offset        = -(ptrdiff_t)(iface->config.rx_headroom +
+                                                 sizeof(uct_recv_desc_t*));
+    char *first_hdr               = UCS_PTR_BYTE_OFFSET(ep->rx.slots,
+                                                        iface->config.data_offset);
     unsigned count, i, am_id;
     hipower_slot_hdr_t *hdr;
     const char *reason;
@@ -699,38 +727,31 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
         return 0;
     }
 
-    ep->rx.delivered += count;
+    ep->rx.delivered     += count;
+    iface->stats.rx_msgs += count;
 
     /* The bitmap said so: now the slot contents may be read */
     ucs_memory_cpu_load_fence();
 
     for (i = 0; i < count; ++i) {
-        seq  = ring->head;
-        slot = hipower_rx_ring_advance(ring);
-        hdr  = UCS_PTR_BYTE_OFFSET(ep->rx.slots,
-                                   (size_t)slot * iface->config.slot_size +
-                                   iface->config.data_offset);
-        status = hipower_slot_hdr_parse(hdr, iface->config.slot_size -
-                                        iface->config.data_offset, seq,
-                                        UCT_AM_ID_MAX, &am_id, &length,
-                                        &reason);
+        seq    = ring->head;
+        slot   = hipower_rx_ring_advance(ring);
+        hdr    = (hipower_slot_hdr_t*)(first_hdr + (size_t)slot * slot_size);
+        status = hipower_slot_hdr_parse(hdr, slot_room, seq, UCT_AM_ID_MAX,
+                                        &am_id, &length, &reason);
         if (ucs_unlikely(status != UCS_OK)) {
             ucs_error(UCT_HIPOWER_EP_FMT ": dropping message %u in slot %u "
                       "from the peer: %s", UCT_HIPOWER_EP_ARG(ep), seq, slot,
                       reason);
+            iface->stats.rx_msgs--;
             iface->stats.bad_slots++;
             hipower_rx_ring_release(ring, slot);
             continue;
         }
 
-        iface->stats.rx_msgs++;
         iface->stats.rx_bytes += length;
-        /* The user may use rx_headroom bytes before the data (UCP puts its
-         * descriptor there, over our parsed header); right before those,
-         * uct_iface_release_desc() finds the owner */
-        *(uct_recv_desc_t**)UCS_PTR_BYTE_OFFSET(hdr + 1,
-                -(ptrdiff_t)(iface->config.rx_headroom +
-                             sizeof(uct_recv_desc_t*))) = &owner->super;
+        *(uct_recv_desc_t**)UCS_PTR_BYTE_OFFSET(hdr + 1, owner_offset) =
+                &owner->super;
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id,
                            hdr + 1, length, "RX: AM slot %u", slot);
         status = uct_iface_invoke_am(&iface->super, am_id, hdr + 1, length,

@@ -47,16 +47,7 @@
  * is a rounder bound, far above what a memory budget allows. A ring of 0
  * slots is allowed, as a placeholder that nothing can be taken from.
  */
-#define HIPOWER_RING_SEQ_PERIOD_BIT  0x80000000u
 #define HIPOWER_RING_MAX_SLOTS       (1u << 29)
-
-
-/* Whether @a seq is the period, where sequence numbers restart at 0 */
-static inline int hipower_ring_seq_at_period(uint32_t num_slots, uint32_t seq)
-{
-    return (seq & HIPOWER_RING_SEQ_PERIOD_BIT) &&
-           ((seq % (2 * num_slots)) == 0);
-}
 
 /* Slot of the tail, which may be "negative" after the head restarted */
 static inline uint32_t hipower_tx_ring_tail_slot(const hipower_tx_ring_t *ring)
@@ -79,24 +70,6 @@ void hipower_tx_ring_init(hipower_tx_ring_t *ring, uint32_t num_slots,
     ring->head      = 0;
     ring->tail      = 0;
     ring->written   = written;
-}
-
-uint32_t hipower_tx_ring_take(hipower_tx_ring_t *ring)
-{
-    uint32_t seq;
-
-    assert(hipower_tx_ring_free(ring) > 0);
-
-    if (hipower_ring_seq_at_period(ring->num_slots, ring->head)) {
-        ring->tail -= ring->head;
-        ring->head  = 0;
-    }
-
-    seq        = ring->head;
-    ring->head = seq + 1;
-    hipower_bitmap_toggle(ring->written, hipower_ring_slot(ring->num_slots,
-                                                           seq));
-    return seq;
 }
 
 uint32_t hipower_tx_ring_recycle(hipower_tx_ring_t *ring,
@@ -208,24 +181,3 @@ uint32_t hipower_rx_ring_ready_count(const hipower_rx_ring_t *ring,
                                               max - first_lap, !parity);
 }
 
-uint32_t hipower_rx_ring_advance(hipower_rx_ring_t *ring)
-{
-    uint32_t slot = hipower_ring_slot(ring->num_slots, ring->head);
-
-    ++ring->head;
-    if (hipower_ring_seq_at_period(ring->num_slots, ring->head)) {
-        ring->head = 0;
-    }
-
-    ++ring->held;
-    return slot;
-}
-
-void hipower_rx_ring_release(hipower_rx_ring_t *ring, uint32_t slot)
-{
-    assert(ring->held > 0);
-    assert(slot < ring->num_slots);
-
-    hipower_bitmap_toggle(ring->consumed, slot);
-    --ring->held;
-}

@@ -6,6 +6,7 @@
 
 #include "hipower_bitmap.h"
 
+#include <assert.h>
 #include <stdint.h>
 
 /*
@@ -58,11 +59,38 @@ static inline uint32_t hipower_ring_slot(uint32_t num_slots, uint32_t seq)
     return seq % num_slots;
 }
 
+/* Sequence numbers restart at 0 at the "period" (see hipower_ring.c) */
+#define HIPOWER_RING_SEQ_PERIOD_BIT  0x80000000u
+
+/* Whether @a seq is the period, where sequence numbers restart at 0 */
+static inline int hipower_ring_seq_at_period(uint32_t num_slots, uint32_t seq)
+{
+    return (seq & HIPOWER_RING_SEQ_PERIOD_BIT) &&
+           ((seq % (2 * num_slots)) == 0);
+}
+
 /**
  * Takes the next slot: returns its sequence number (slot = seq % num_slots)
  * and toggles its written bit. The caller checks hipower_tx_ring_free() > 0.
+ * Inline, as are advance and release: they run once per message.
  */
-uint32_t hipower_tx_ring_take(hipower_tx_ring_t *ring);
+static inline uint32_t hipower_tx_ring_take(hipower_tx_ring_t *ring)
+{
+    uint32_t seq;
+
+    assert(hipower_tx_ring_free(ring) > 0);
+
+    if (hipower_ring_seq_at_period(ring->num_slots, ring->head)) {
+        ring->tail -= ring->head;
+        ring->head  = 0;
+    }
+
+    seq        = ring->head;
+    ring->head = seq + 1;
+    hipower_bitmap_toggle(ring->written, hipower_ring_slot(ring->num_slots,
+                                                           seq));
+    return seq;
+}
 
 /**
  * Applies a fresh copy of the receiver's consumed bitmap: advances the tail
@@ -99,9 +127,28 @@ uint32_t hipower_rx_ring_ready_count(const hipower_rx_ring_t *ring,
                                      uint32_t max);
 
 /* Moves past the message at ring->head (delivered); returns its slot */
-uint32_t hipower_rx_ring_advance(hipower_rx_ring_t *ring);
+static inline uint32_t hipower_rx_ring_advance(hipower_rx_ring_t *ring)
+{
+    uint32_t slot = hipower_ring_slot(ring->num_slots, ring->head);
+
+    ++ring->head;
+    if (hipower_ring_seq_at_period(ring->num_slots, ring->head)) {
+        ring->head = 0;
+    }
+
+    ++ring->held;
+    return slot;
+}
 
 /* Releases the slot @a slot: toggles its consumed bit */
-void hipower_rx_ring_release(hipower_rx_ring_t *ring, uint32_t slot);
+static inline void hipower_rx_ring_release(hipower_rx_ring_t *ring,
+                                           uint32_t slot)
+{
+    assert(ring->held > 0);
+    assert(slot < ring->num_slots);
+
+    hipower_bitmap_toggle(ring->consumed, slot);
+    --ring->held;
+}
 
 #endif

@@ -122,8 +122,14 @@ static void open_md(side_t *side, const char *tl, const char *dev)
             check(uct_md_query_tl_resources(side->md, &tls, &nt),
                   "uct_md_query_tl_resources");
             for (t = 0; t < nt; ++t) {
-                found |= !strcmp(tls[t].tl_name, tl) &&
-                         !strcmp(tls[t].dev_name, side->dev);
+                /* "rxe0" names port 1 of a verbs device, "lo" a netdev */
+                if (!strcmp(tls[t].tl_name, tl) &&
+                    (!strcmp(tls[t].dev_name, side->dev) ||
+                     !strcmp(tls[t].dev_name, dev))) {
+                    snprintf(side->dev, sizeof(side->dev), "%s",
+                             tls[t].dev_name);
+                    found = 1;
+                }
             }
             uct_release_tl_resource_list(tls);
             if (!found) {
