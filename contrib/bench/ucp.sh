@@ -5,7 +5,7 @@
 S=ucp
 
 if [ "$BENCH_QUICK" = 1 ]; then lat_sizes="8" bw_sizes="65536"
-else lat_sizes="8 1024 65536 1048576" bw_sizes="1024 65536 1048576 8388608"; fi
+else lat_sizes="8 65536 1048576" bw_sizes="65536 1048576 8388608"; fi
 
 bench_metric $S tag_lat "UCP tag one-way latency (tag_lat, 50th percentile)" usec lower "message size (B)"
 bench_metric $S tag_bw "UCP tag bandwidth (tag_bw)" MB/s higher "message size (B)"
@@ -15,8 +15,8 @@ for rep in $(seq "$BENCH_REPS"); do
     for test in tag_lat tag_bw; do
         sizes=$([ "$test" = tag_lat ] && echo "$lat_sizes" || echo "$bw_sizes")
         for size in $sizes; do
-            if [ "$test" = tag_lat ]; then iters=$(bench_iters "$size" 1000 8388608) field=2
-            else iters=$(bench_iters "$size" 10000 25165824) field=6; fi
+            if [ "$test" = tag_lat ]; then iters=$(bench_iters "$size" 300 4194304) field=2
+            else iters=$(bench_iters "$size" 5000 16777216) field=6; fi
             bench_log "ucp rep $rep/$BENCH_REPS: $test $size B"
             for col in rc_verbs hipower hipower-pull; do
                 f=$(bench_pair "$col" "$test" "$size" "$iters") &&
