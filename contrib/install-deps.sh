@@ -19,8 +19,9 @@ PACKAGES=(
     qemu-system-x86 linux-image-amd64 busybox-static kmod cpio iproute2 procps
     # consumer tests: Open MPI and MPICH as Debian builds them (over UCX)
     openmpi-bin libopenmpi-dev mpich libmpich-dev
-    # benchmark suite (contrib/hipower-bench): NetPIPE over Open MPI, plots
-    netpipe-openmpi gnuplot-nox
+    # benchmark suite (contrib/hipower-bench): NetPIPE over Open MPI, plots,
+    # the report generator
+    netpipe-openmpi gnuplot-nox python3
 )
 
 SUDO=
