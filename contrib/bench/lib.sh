@@ -18,9 +18,9 @@ BENCH_QUICK=${HIPOWER_BENCH_QUICK:-0}
 mkdir -p "$BENCH_OUT/notes" "$BENCH_OUT/raw"
 read -r -a BENCH_DEVICES <<< "${HIPOWER_RIG_DEVICES:-}"
 
-# Transports, in the order tables show them. "device" is the raw verbs
-# ceiling (perftest, no UCX); ratios are always taken to rc_verbs.
-BENCH_ORDER="device rc_verbs hipower hipower-pull ud_verbs tcp"
+# Table columns are transport names: rc_verbs, hipower, hipower-pull,
+# ud_verbs, or "device" for the raw verbs ceiling (perftest, no UCX); the
+# report orders them and takes every ratio to rc_verbs.
 
 # bench_metric SECTION METRIC TITLE UNIT lower|higher XLABEL [plot|noplot]
 # Declares how the report shows a metric (one table, and a plot with a log
