@@ -1224,6 +1224,69 @@ START_TEST(test_peer_gone)
 }
 END_TEST
 
+/* Progresses B alone for @a seconds (its own reads complete meanwhile) */
+static void progress_b_for(double seconds)
+{
+    struct timespec start, t;
+
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    do {
+        progress(0, 1);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - start.tv_sec) +
+             (t.tv_nsec - start.tv_nsec) * 1e-9 < seconds);
+}
+
+/* B arms until the interface lets it sleep */
+static void arm_b_until_ok(const char *what)
+{
+    ucs_status_t status;
+    unsigned spins = 0;
+
+    do {
+        status = uct_iface_event_arm(side_b.iface, UCT_EVENT_RECV |
+                                                   UCT_EVENT_SEND_COMP);
+        if (status == UCS_ERR_BUSY) {
+            progress(0, 1);
+        }
+    } while ((status == UCS_ERR_BUSY) && (++spins < 10000000));
+    ck_assert_msg(status == UCS_OK, "%s: arm: %s", what,
+                  ucs_status_string(status));
+}
+
+/* Progresses B until it has received one message more than @a before */
+static void wait_received_one(uint64_t before)
+{
+    unsigned spins;
+
+    for (spins = 0; (received == before) && (spins < 10000000); ++spins) {
+        progress(0, 1);
+    }
+    ck_assert_uint_eq(received, before + 1);
+}
+
+/*
+ * Sets up @a num pairs for a wakeup test and returns B's event fd, or -1
+ * (pairs torn down) in a mode without one, which must say so.
+ */
+static int wakeup_setup(int num)
+{
+    int fd;
+
+    setup_pairs(num);
+    hold_probability = 0;
+    if (!(side_b.attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_FD)) {
+        ck_assert_int_eq(uct_iface_event_fd_get(side_b.iface, &fd),
+                         UCS_ERR_UNSUPPORTED);
+        printf("wakeup: no event fd in this mode\n");
+        teardown_pairs();
+        return -1;
+    }
+    ck_assert(side_b.attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
+    ck_assert_int_eq(uct_iface_event_fd_get(side_b.iface, &fd), UCS_OK);
+    return fd;
+}
+
 /*
  * Wakeup: B sleeps on its event fd (push mode), A sends one message at a
  * time; each must make the fd readable, and the fd must stay quiet while
@@ -1232,33 +1295,17 @@ END_TEST
 START_TEST(test_wakeup)
 {
     struct pollfd pfd;
-    ucs_status_t status;
-    unsigned n, spins;
     uint64_t before;
+    unsigned n;
     int fd;
 
-    setup_pairs(2);
-    hold_probability = 0;
-    if (!(side_b.attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_FD)) {
-        ck_assert_int_eq(uct_iface_event_fd_get(side_b.iface, &fd),
-                         UCS_ERR_UNSUPPORTED);
-        printf("wakeup: no event fd in this mode\n");
-        teardown_pairs();
+    fd = wakeup_setup(2);
+    if (fd < 0) {
         return;
     }
-    ck_assert(side_b.attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
-    ck_assert_int_eq(uct_iface_event_fd_get(side_b.iface, &fd), UCS_OK);
 
     for (n = 0; n < 20; ++n) {
-        /* B progresses until the interface lets it sleep */
-        spins = 0;
-        do {
-            status = uct_iface_event_arm(side_b.iface, UCT_EVENT_RECV |
-                                                       UCT_EVENT_SEND_COMP);
-            progress(0, 1);
-        } while ((status == UCS_ERR_BUSY) && (++spins < 10000000));
-        ck_assert_msg(status == UCS_OK, "arm %u: %s", n,
-                      ucs_status_string(status));
+        arm_b_until_ok("before the message");
 
         pfd.fd      = fd;
         pfd.events  = POLLIN;
@@ -1272,11 +1319,64 @@ START_TEST(test_wakeup)
         flush_all();
         ck_assert_msg(poll(&pfd, 1, 10000) == 1, "message %u did not wake "
                       "the receiver within 10 s", n);
-        for (spins = 0; (received == before) && (spins < 10000000); ++spins) {
-            progress(0, 1);
-        }
-        ck_assert_uint_eq(received, before + 1);
+        wait_received_one(before);
     }
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * Wakeup after an arm that did not sleep: B's arm posts its sleep handshake
+ * and returns BUSY; A sees B's new generation and wakes it with its next
+ * message, which B takes by progress, awake. A wakes each generation once,
+ * so B's next sleep must not reuse that generation: A's message after it
+ * has to make B's fd readable, each of several rounds.
+ */
+START_TEST(test_wakeup_after_busy_arm)
+{
+    struct pollfd pfd;
+    ucs_status_t status;
+    uint64_t before;
+    unsigned n;
+    int fd;
+
+    fd = wakeup_setup(1);
+    if (fd < 0) {
+        return;
+    }
+    pfd.fd     = fd;
+    pfd.events = POLLIN;
+
+    for (n = 0; n < 5; ++n) {
+        /* The arm that starts a generation cannot sleep at once: its
+         * handshake is on the wire */
+        status = uct_iface_event_arm(side_b.iface, UCT_EVENT_RECV |
+                                                   UCT_EVENT_SEND_COMP);
+        ck_assert_msg(status == UCS_ERR_BUSY, "round %u: first arm: %s", n,
+                      ucs_status_string(status));
+        progress_b_for(0.5);
+
+        /* A's message, sent after B's generation reached it, wakes B;
+         * B takes it (and the wake-up) awake */
+        before = received;
+        ck_assert_int_eq(send_one(&pairs[0], 0, 1, 64 + n, 1), UCS_OK);
+        flush_all();
+        wait_received_one(before);
+        progress_b_for(0.5);
+
+        /* Asleep now: A's next message must wake B */
+        arm_b_until_ok("before the second message");
+        before = received;
+        ck_assert_int_eq(send_one(&pairs[0], 0, 1, 200 + n, 1), UCS_OK);
+        flush_all();
+        pfd.revents = 0;
+        ck_assert_msg(poll(&pfd, 1, 10000) == 1, "round %u: a message sent "
+                      "after a busy arm did not wake the receiver within "
+                      "10 s", n);
+        wait_received_one(before);
+    }
+    printf("wakeup after a busy arm: %u rounds woken\n", n);
     ck_assert_int_eq(errors, 0);
     teardown_pairs();
 }
@@ -1287,6 +1387,7 @@ int main(void)
     Suite *suite   = suite_create("hipower transport");
     TCase *tcase   = tcase_create("uct");
     TCase *destroy = tcase_create("destroy");
+    TCase *wakeup  = tcase_create("wakeup");
     SRunner *runner;
     int failed;
 
@@ -1299,8 +1400,12 @@ int main(void)
     tcase_add_test(tcase, test_rma);
     tcase_add_test(tcase, test_bad_rkey_fails_endpoint);
     tcase_add_test(tcase, test_peer_gone);
-    tcase_add_test(tcase, test_wakeup);
     suite_add_tcase(suite, tcase);
+    /* Its own case, so it can run alone (CK_RUN_CASE=wakeup) */
+    tcase_set_timeout(wakeup, 600);
+    tcase_add_test(wakeup, test_wakeup);
+    tcase_add_test(wakeup, test_wakeup_after_busy_arm);
+    suite_add_tcase(suite, wakeup);
     /* Its own case, so valgrind can run it alone (CK_RUN_CASE=destroy) */
     tcase_set_timeout(destroy, 1800);
     tcase_add_test(destroy, test_destroy_in_flight);

@@ -248,11 +248,12 @@ void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep)
  * Push mode: the bitmap word that tells the receiver which of its slots
  * hold new messages. Inline, so the word is copied when posted and never
  * announces a slot whose payload write was posted after it; RC executes
- * the writes in order, so the payloads land before the word.
+ * the writes in order, so the payloads land before the word. Returns the
+ * peer's sleep generation (see uct_hipower_ep_wakeup_check()).
  */
-static void uct_hipower_ep_bitmap_wr(uct_hipower_ep_t *ep, uint32_t word,
-                                     struct ibv_send_wr *wr,
-                                     struct ibv_sge *sge)
+static uint64_t uct_hipower_ep_bitmap_wr(uct_hipower_ep_t *ep, uint32_t word,
+                                         struct ibv_send_wr *wr,
+                                         struct ibv_sge *sge)
 {
     sge->addr              = (uintptr_t)&ep->ctrl->written[word];
     sge->length            = sizeof(hipower_bitmap_word_t);
@@ -264,7 +265,7 @@ static void uct_hipower_ep_bitmap_wr(uct_hipower_ep_t *ep, uint32_t word,
     wr->wr.rdma.remote_addr = ep->peer.written_view_addr +
                               word * sizeof(hipower_bitmap_word_t);
     wr->wr.rdma.rkey       = ep->peer.ctrl_write_rkey;
-    uct_hipower_ep_wakeup_check(ep, wr);
+    return uct_hipower_ep_wakeup_check(ep, wr);
 }
 
 /* Push mode: announces messages written but not yet announced */
@@ -274,6 +275,7 @@ ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep)
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     ucs_status_t status;
+    uint64_t sleep_gen;
 
     if (ep->tx.unannounced == 0) {
         return UCS_OK;
@@ -283,9 +285,10 @@ ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep)
         return UCS_ERR_NO_RESOURCE;
     }
 
-    uct_hipower_ep_bitmap_wr(ep, ep->tx.announce_word, &wr, &sge);
-    status = uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL);
+    sleep_gen = uct_hipower_ep_bitmap_wr(ep, ep->tx.announce_word, &wr, &sge);
+    status    = uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL);
     if (status == UCS_OK) {
+        uct_hipower_ep_wakeup_posted(ep, sleep_gen);
         /* Part of the user's messages: flush waits for it */
         ep->tx.user_end_sn = ep->tx.sn;
         ep->tx.unannounced = 0;
@@ -360,6 +363,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     struct ibv_send_wr bitmap_wr;
     struct ibv_sge bitmap_sge;
     uint32_t seq, slot, word, unannounced = 0;
+    uint64_t sleep_gen                     = 0;
     ucs_status_t status;
     unsigned nwr;
     int push;
@@ -391,7 +395,8 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
         ep->tx.announce_word = word;
         unannounced          = ep->tx.unannounced;
         if (ep->tx.unannounced + 1 >= iface->config.announce_batch) {
-            uct_hipower_ep_bitmap_wr(ep, word, &bitmap_wr, &bitmap_sge);
+            sleep_gen = uct_hipower_ep_bitmap_wr(ep, word, &bitmap_wr,
+                                                 &bitmap_sge);
             data_wr->next       = &bitmap_wr;
             nwr                 = 2;
             ep->tx.unannounced  = 0;
@@ -408,6 +413,10 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
             ep->tx.unannounced = unannounced;
         }
         goto err_undo;
+    }
+
+    if (nwr == 2) {
+        uct_hipower_ep_wakeup_posted(ep, sleep_gen);
     }
 
     /* Flush waits for this, not for our own bitmap reads after it */
@@ -429,6 +438,11 @@ err_undo:
     hipower_bitmap_toggle(ep->tx.ring.written, slot);
     ep->tx.ring.head--;
     ep->tx.msgs--;
+    if (push) {
+        /* A sleeping peer that read the count meanwhile stays awake until
+         * the message is sent again: never asleep with it missing */
+        ep->ctrl->announced = ep->tx.msgs;
+    }
     return status;
 }
 

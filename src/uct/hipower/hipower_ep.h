@@ -252,8 +252,9 @@ ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
  * messages are announced and, if the peer has gone to sleep since we last
  * woke it, turns the write into one that also wakes it. One store, one
  * fence and one load per announce when nobody sleeps (see hipower_event.c).
+ * Returns the peer's sleep generation, for uct_hipower_ep_wakeup_posted().
  */
-static UCS_F_ALWAYS_INLINE void
+static UCS_F_ALWAYS_INLINE uint64_t
 uct_hipower_ep_wakeup_check(uct_hipower_ep_t *ep, struct ibv_send_wr *wr)
 {
     uint64_t gen;
@@ -262,9 +263,22 @@ uct_hipower_ep_wakeup_check(uct_hipower_ep_t *ep, struct ibv_send_wr *wr)
     ucs_memory_cpu_fence();
     gen = *(volatile uint64_t*)&ep->ctrl->peer_sleep_gen;
     if (ucs_unlikely(gen != ep->tx.woken_gen)) {
+        wr->opcode   = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr->imm_data = 0;
+    }
+    return gen;
+}
+
+/*
+ * The write built by uct_hipower_ep_wakeup_check() was posted: only now is
+ * the peer's generation woken. Were it recorded before a post that failed,
+ * no later write would carry the wake-up and the peer would sleep on.
+ */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_wakeup_posted(uct_hipower_ep_t *ep, uint64_t gen)
+{
+    if (ucs_unlikely(gen != ep->tx.woken_gen)) {
         ep->tx.woken_gen = gen;
-        wr->opcode       = IBV_WR_RDMA_WRITE_WITH_IMM;
-        wr->imm_data     = 0;
         uct_hipower_ep_iface(ep)->stats.wakeup_writes++;
     }
 }

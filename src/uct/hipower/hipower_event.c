@@ -22,8 +22,11 @@
  *  - When every handshake read has completed, the receiver sleeps only if it
  *    has taken every announced message from its rings. The store-fence-load
  *    on the sender and write-then-read on the receiver make sure a message is
- *    either counted by the read or announced with the immediate: no message
- *    can slip past a sleeping receiver.
+ *    either counted by the read or sent after the sender saw the generation.
+ *    The first such message carries the immediate and the ones after it do
+ *    not; its completion either wakes the sleeper or, taken before it
+ *    sleeps, spends the generation, so the next sleep starts a new one and
+ *    its read counts them. No message can slip past a sleeping receiver.
  *
  * Busy-polling costs: one store, one fence and one load per bitmap write;
  * rx_cq is polled only once a consumer has armed the interface.
@@ -113,7 +116,12 @@ ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
     return UCS_OK;
 }
 
-/* Takes wake-up receives off rx_cq and gives their QPs new ones */
+/*
+ * Takes wake-up receives off rx_cq and gives their QPs new ones. A wake-up
+ * spends the sleep generation: its sender wakes each generation only once
+ * and sends the messages after it without one, so the next sleep needs a
+ * new generation, whose handshake counts them.
+ */
 unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
 {
     struct ibv_wc wc[UCT_HIPOWER_EVENT_POLL];
@@ -131,6 +139,7 @@ unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
         }
 
         ep = kh_value(&iface->qp_eps, iter);
+        iface->event.new_gen = 1;
         iface->stats.wakeup_events++;
         uct_hipower_ep_post_event_recvs(ep, 1);
     }
@@ -264,8 +273,11 @@ static ucs_status_t uct_hipower_iface_arm_recv(uct_hipower_iface_t *iface)
             continue;
         }
 
-        /* Whoever we send to may sleep too: announce our batch now */
-        uct_hipower_ep_announce(ep);
+        /* Whoever we send to may sleep too: announce our batch now, or
+         * stay awake until there is room to */
+        if (uct_hipower_ep_announce(ep) != UCS_OK) {
+            return UCS_ERR_BUSY;
+        }
         if (hipower_rx_ring_ready_count(&ep->rx.ring, ep->ctrl->written_view,
                                         1) > 0) {
             return UCS_ERR_BUSY;
