@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$HIPOWER_SRC/test/ucp/ucp-rig-lib.sh"
 
-N=${HIPOWER_WAKEUP_MSGS:-20}
+N=${HIPOWER_WAKEUP_MSGS:-60}
 ucp_start_server --wakeup "$N" --timeout 300
 ucp_start_client --wakeup "$N" --timeout 300
 ucp_wait "$CLIENT_PID" client 330; client_rc=$WAIT_RC; CLIENT_PID=
