@@ -2,10 +2,10 @@
 # UCP as an application uses it, over hipower alone (UCX_TLS=hipower,
 # ud_verbs:aux,self: ud_verbs only for wireup): test/ucp/ucp_consumer moves
 # checksummed data both ways with tag messages (1 B..8 MB blocking, 64 in
-# flight out of order, an unexpected burst), stream, active messages (eager
-# and rendezvous) and RMA put/get (mem_map, rkeys, worker flush); then
-# hipower-lanes shows that UCP puts both its eager and its rendezvous lanes
-# on hipower.
+# flight out of order, a burst of 256 unexpected ones of which the last is
+# received first), stream, active messages (eager and rendezvous) and RMA
+# put/get (mem_map, rkeys, worker flush); then hipower-lanes shows that UCP
+# puts both its eager and its rendezvous lanes on hipower.
 . "$(dirname "$0")/lib.sh"
 . "$HIPOWER_SRC/test/ucp/ucp-rig-lib.sh"
 

@@ -18,8 +18,8 @@ for mode in push pull; do
     # Receiving never polls a completion, in either mode
     echo "$out" | grep '^hipower-stats' | grep -v ' rx_completions=0 ' &&
         fail "receive completions were polled"
-    grep -q '100%: Checks: 11, Failures: 0, Errors: 0' <<< "$out" ||
-        fail "not all 11 transport tests passed"
+    grep -q '100%: Checks: 12, Failures: 0, Errors: 0' <<< "$out" ||
+        fail "not all 12 transport tests passed"
     # rxe does RC atomics, so hipower must offer and pass them
     grep -q '^atomics: fetch-add, add, compare-swap ok' <<< "$out" ||
         fail "remote atomics were not advertised or not checked"

@@ -899,7 +899,7 @@ static void phase_tag_unexp(void)
     static ucp_tag_recv_info_t infos[UNEXP_COUNT];
     static void *reqs[UNEXP_COUNT];
     ucp_tag_recv_info_t probe_info;
-    unsigned i, done, probed[2] = {0, 0};
+    unsigned i, done, last, probed[2] = {0, 0};
     double until;
     char c = 'U', got;
     int dir;
@@ -938,7 +938,23 @@ static void phase_tag_unexp(void)
                     "arrived before the receives were posted", dir_name(dir),
                     UNEXP_COUNT);
             }
-            for (i = 0; i < UNEXP_COUNT; ++i) {
+            /* The last message first: all the others wait unexpected
+             * meanwhile and must not keep it from coming (as they would
+             * if the sender had to wait for receive buffers they hold) */
+            last     = UNEXP_COUNT - 1;
+            reqs[last] = tag_recv(bufs[last], 65537,
+                                  make_tag(PH_TAG_UNEXP, dir, last, 0),
+                                  &infos[last], g_where);
+            for (until = now() + 60;
+                 !tag_recv_test(&reqs[last], &infos[last], g_where);) {
+                progress();
+                if (now() > until) {
+                    die("tag unexpected burst %s: the last message did not "
+                        "arrive within 60 s while the %d before it waited "
+                        "unexpected", dir_name(dir), UNEXP_COUNT - 1);
+                }
+            }
+            for (i = 0; i < last; ++i) {
                 reqs[i] = tag_recv(bufs[i], 65537,
                                    make_tag(PH_TAG_UNEXP, dir, i, 0), &infos[i],
                                    g_where);
@@ -959,7 +975,8 @@ static void phase_tag_unexp(void)
     }
     bufs_free(bufs, UNEXP_COUNT);
     printf("ok: tag unexpected burst of %d msgs of %zu..%zu B, both "
-           "directions (%u of them probed as unexpected before posting)\n",
+           "directions, the last one received first (%u of them probed as "
+           "unexpected before posting)\n",
            UNEXP_COUNT, unexp_sizes[0], unexp_sizes[NUM_UNEXP_SIZES - 1],
            probed[0] + probed[1]);
 }

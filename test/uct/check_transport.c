@@ -69,6 +69,10 @@ static int     num_pairs;
 static void    *held[MAX_HELD];
 static int     num_held;
 static double  hold_probability;
+/* UCX_HIPOWER_HOLD_SLOTS of the interfaces: most tests check that kept
+ * descriptors stay intact, so they let handlers keep them */
+static const char *hold_slots = "y";
+static uint64_t desc_offered;       /* Messages offered with FLAG_DESC */
 static int     errors;
 static uint64_t received, rx_bytes;
 static zbuf_t  zbufs[ZCOPY_BUFS];
@@ -143,6 +147,7 @@ static ucs_status_t am_handler(void *arg, void *data, size_t length,
     pairs[hdr->pair].expected_seq = hdr->seq + 1;
     ++received;
     rx_bytes += length;
+    desc_offered += !!(flags & UCT_CB_PARAM_FLAG_DESC);
 
     if ((flags & UCT_CB_PARAM_FLAG_DESC) && (num_held < MAX_HELD) &&
         ((next_rand() % 1000) < hold_probability * 1000)) {
@@ -228,6 +233,8 @@ static void open_side(side_t *side, const char *dev)
 
     ck_assert_int_eq(uct_md_iface_config_read(side->md, "hipower", NULL, NULL,
                                               &iface_config), UCS_OK);
+    ck_assert_int_eq(uct_config_modify(iface_config, "HOLD_SLOTS",
+                                       hold_slots), UCS_OK);
     memset(&params, 0, sizeof(params));
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE   |
                                   UCT_IFACE_PARAM_FIELD_DEVICE      |
@@ -320,7 +327,7 @@ static void setup_pairs(int n)
     num_held = 0;
     errors   = 0;
     ep_errors_a = 0;
-    received = rx_bytes = 0;
+    received = rx_bytes = desc_offered = 0;
 }
 
 static void flush_comp_cb(uct_completion_t *self)
@@ -678,6 +685,42 @@ START_TEST(test_slot_exhaustion_pending)
     }
     ck_assert_uint_eq(received, sent_direct + queued);
     teardown_pairs();
+}
+END_TEST
+
+/*
+ * The default, HOLD_SLOTS=n: a handler is never offered the descriptor, so
+ * every slot comes back when it returns. A receiver that would keep every
+ * message (as UCP keeps unexpected ones) still lets the sender send four
+ * rings' worth; with held slots it would stop after one.
+ */
+START_TEST(test_slots_not_held)
+{
+    uint64_t sent = 0, spins;
+    ucs_status_t status;
+
+    hold_slots = "n";
+    setup_pairs(1);
+    hold_probability = 1.0;
+
+    for (spins = 0; (sent < 256) && (spins < 50000000); ++spins) {
+        status = send_one(&pairs[0], 0, 1, random_length(sent % 2),
+                          sent % 2);
+        if (status == UCS_OK) {
+            ++sent;
+        } else {
+            ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
+        }
+        progress(1, 1);
+    }
+    ck_assert_uint_eq(sent, 256);
+    wait_all_received();
+    ck_assert_uint_eq(received, 256);
+    ck_assert_uint_eq(desc_offered, 0);
+    ck_assert_int_eq(num_held, 0);
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+    hold_slots = "y";
 }
 END_TEST
 
@@ -1394,6 +1437,7 @@ int main(void)
     tcase_set_timeout(tcase, 1800);
     tcase_add_test(tcase, test_flush_means_delivered);
     tcase_add_test(tcase, test_slot_exhaustion_pending);
+    tcase_add_test(tcase, test_slots_not_held);
     tcase_add_test(tcase, test_sixteen_endpoints);
     tcase_add_test(tcase, test_random_traffic);
     tcase_add_test(tcase, test_memory_budget);

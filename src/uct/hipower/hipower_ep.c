@@ -729,6 +729,8 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
                                                  sizeof(uct_recv_desc_t*));
     char *first_hdr               = UCS_PTR_BYTE_OFFSET(ep->rx.slots,
                                                         iface->config.data_offset);
+    unsigned am_flags             = iface->config.hold_slots ?
+                                    UCT_CB_PARAM_FLAG_DESC : 0;
     unsigned count, i, am_id;
     hipower_slot_hdr_t *hdr;
     const char *reason;
@@ -769,8 +771,9 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id,
                            hdr + 1, length, "RX: AM slot %u", slot);
         status = uct_iface_invoke_am(&iface->super, am_id, hdr + 1, length,
-                                     UCT_CB_PARAM_FLAG_DESC);
-        if (status == UCS_OK) {
+                                     am_flags);
+        if (ucs_likely((status == UCS_OK) || !am_flags)) {
+            /* Without the flag the handler may not keep it (UCT's rule) */
             hipower_rx_ring_release(ring, slot);
         } else {
             owner->held++;

@@ -112,6 +112,18 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      ucs_offsetof(uct_hipower_iface_config_t, announce_batch),
      UCS_CONFIG_TYPE_UINT},
 
+    {"HOLD_SLOTS", "n",
+     "Let active-message handlers keep a message in its receive slot\n"
+     "(UCT_CB_PARAM_FLAG_DESC) instead of copying it. A kept slot cannot be\n"
+     "reused, and the peer fills the slots in ring order: it cannot send\n"
+     "more than SLOTS messages past a kept one. UCP keeps unexpected\n"
+     "messages until they are matched, so with 'y' a receiver that waits\n"
+     "for a later message before it receives an earlier one can deadlock\n"
+     "with its sender. With 'n' every slot comes back when its handler\n"
+     "returns; UCP then copies each unexpected message once.",
+     ucs_offsetof(uct_hipower_iface_config_t, hold_slots),
+     UCS_CONFIG_TYPE_BOOL},
+
     {"STATS", "n",
      "Print the interface's counters to stderr when it is closed.",
      ucs_offsetof(uct_hipower_iface_config_t, print_stats),
@@ -649,6 +661,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->config.max_inline        = config->max_inline;
     self->config.notify            = config->notify;
     self->config.announce_batch    = config->announce_batch;
+    self->config.hold_slots        = config->hold_slots;
     self->config.print_stats       = config->print_stats;
     self->config.gid_index         = config->gid_index;
     self->config.sl                = config->sl;

@@ -54,6 +54,7 @@ typedef struct uct_hipower_iface_config {
     size_t                       max_inline;
     int                          notify;
     unsigned                     announce_batch;
+    int                          hold_slots;
     int                          print_stats;
     unsigned                     gid_index;
     unsigned                     sl;
@@ -152,6 +153,7 @@ typedef struct uct_hipower_iface {
         size_t                   max_inline;
         uct_hipower_notify_t     notify;
         unsigned                 announce_batch;
+        int                      hold_slots;   /* Handlers may keep slots */
         int                      print_stats;
         unsigned                 gid_index;
         unsigned                 sl;
