@@ -8,7 +8,8 @@
  *   tag-blocking  tag send then wait, 1 B .. 8 MB
  *   tag-nb        64 tag messages of mixed sizes in flight, sent in a
  *                 shuffled order, completed out of order
- *   tag-unexp     a burst of messages sent before the receives are posted
+ *   tag-unexp     a burst of messages sent before the receives are posted;
+ *                 the last one is received first
  *   stream        ucp_stream_send_nbx / ucp_stream_recv_nbx (WAITALL)
  *   am            ucp_am_send_nbx: eager ones checked in the handler,
  *                 rendezvous ones received with ucp_am_recv_data_nbx
@@ -941,7 +942,7 @@ static void phase_tag_unexp(void)
             /* The last message first: all the others wait unexpected
              * meanwhile and must not keep it from coming (as they would
              * if the sender had to wait for receive buffers they hold) */
-            last     = UNEXP_COUNT - 1;
+            last       = UNEXP_COUNT - 1;
             reqs[last] = tag_recv(bufs[last], 65537,
                                   make_tag(PH_TAG_UNEXP, dir, last, 0),
                                   &infos[last], g_where);
