@@ -766,8 +766,11 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
         }
 
         iface->stats.rx_bytes += length;
-        *(uct_recv_desc_t**)UCS_PTR_BYTE_OFFSET(hdr + 1, owner_offset) =
-                &owner->super;
+        if (am_flags) {
+            /* Only a kept descriptor is ever released */
+            *(uct_recv_desc_t**)UCS_PTR_BYTE_OFFSET(hdr + 1, owner_offset) =
+                    &owner->super;
+        }
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id,
                            hdr + 1, length, "RX: AM slot %u", slot);
         status = uct_iface_invoke_am(&iface->super, am_id, hdr + 1, length,
