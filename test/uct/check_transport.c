@@ -1309,10 +1309,10 @@ static void wait_received_one(uint64_t before)
 }
 
 /*
- * Sets up @a num pairs for a wakeup test and returns B's event fd, or -1
- * (pairs torn down) in a mode without one, which must say so.
+ * Sets up @a num pairs for a wakeup test and @a pfd to poll B's event fd;
+ * returns 0 (pairs torn down) in a mode without one, which must say so.
  */
-static int wakeup_setup(int num)
+static int wakeup_setup(int num, struct pollfd *pfd)
 {
     int fd;
 
@@ -1323,11 +1323,13 @@ static int wakeup_setup(int num)
                          UCS_ERR_UNSUPPORTED);
         printf("wakeup: no event fd in this mode\n");
         teardown_pairs();
-        return -1;
+        return 0;
     }
     ck_assert(side_b.attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
     ck_assert_int_eq(uct_iface_event_fd_get(side_b.iface, &fd), UCS_OK);
-    return fd;
+    pfd->fd     = fd;
+    pfd->events = POLLIN;
+    return 1;
 }
 
 /*
@@ -1340,18 +1342,14 @@ START_TEST(test_wakeup)
     struct pollfd pfd;
     uint64_t before;
     unsigned n;
-    int fd;
 
-    fd = wakeup_setup(2);
-    if (fd < 0) {
+    if (!wakeup_setup(2, &pfd)) {
         return;
     }
 
     for (n = 0; n < 20; ++n) {
         arm_b_until_ok("before the message");
 
-        pfd.fd      = fd;
-        pfd.events  = POLLIN;
         pfd.revents = 0;
         ck_assert_msg(poll(&pfd, 1, 50) == 0, "woken with nothing sent");
 
@@ -1382,14 +1380,10 @@ START_TEST(test_wakeup_after_busy_arm)
     ucs_status_t status;
     uint64_t before;
     unsigned n;
-    int fd;
 
-    fd = wakeup_setup(1);
-    if (fd < 0) {
+    if (!wakeup_setup(1, &pfd)) {
         return;
     }
-    pfd.fd     = fd;
-    pfd.events = POLLIN;
 
     for (n = 0; n < 5; ++n) {
         /* The arm that starts a generation cannot sleep at once: its
