@@ -1,7 +1,9 @@
 #!/bin/bash
 # The test command: installs every dependency, builds hipower with -Werror,
-# runs the Check unit tests (make check) and the tests on a real verbs stack
-# (make rig-check: Soft-RoCE in a QEMU guest, or RDMA hardware if present).
+# builds UCX's own UCT gtest suite once (contrib/ucx-gtest.sh), runs the
+# Check unit tests (make check) and the tests on a real verbs stack (make
+# rig-check: Soft-RoCE in a QEMU guest, or RDMA hardware if present; UCX's
+# gtest suite among them).
 # Exits non-zero if anything fails; ends with "total: N passed, N failed".
 set -u -o pipefail
 
@@ -14,6 +16,8 @@ stage "install dependencies"
 contrib/install-deps.sh || exit 1
 stage "build"
 contrib/build.sh || exit 1
+stage "UCX's UCT gtest suite (built once per machine, about 15 minutes)"
+contrib/ucx-gtest.sh > /dev/null || exit 1
 
 stage "unit tests (make check)"
 make -s check 2>&1 | tee unit-tests.log
@@ -37,5 +41,8 @@ r_pass=${r_pass:-0} r_fail=${r_fail:-0}
 stage "summary"
 echo "unit tests: $((u_total - u_bad)) of $u_total passed (make check exit $unit_rc)"
 echo "rig tests:  $r_pass passed, $r_fail failed (make rig-check exit $rig_rc)"
+# UCX's own UCT suite (one of the rig tests), in gtest's counts
+gtest_line=$(sed -n 's/^ *\(gtest: [0-9]* passed, .*\)/\1/p' rig-tests.log | tail -1)
+echo "UCX UCT ${gtest_line:-gtest: did not run}"
 echo "total: $((u_total - u_bad + r_pass)) passed, $((u_bad + r_fail)) failed"
 [ "$unit_rc" = 0 ] && [ "$rig_rc" = 0 ]

@@ -1,3 +1,4 @@
+#!/bin/bash
 # Helpers for rig tests (sourced).
 set -u -o pipefail
 

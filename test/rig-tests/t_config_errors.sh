@@ -1,3 +1,4 @@
+#!/bin/bash
 # Invalid UCX_HIPOWER_* values fail interface open with a message that names
 # the variable and the allowed range -- never a crash, never a silent default.
 . "$(dirname "$0")/lib.sh"

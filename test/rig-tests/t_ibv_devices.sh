@@ -1,3 +1,4 @@
+#!/bin/bash
 # The rig is a real verbs stack: every device is listed and its port is up.
 . "$(dirname "$0")/lib.sh"
 

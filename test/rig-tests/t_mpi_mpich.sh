@@ -1,3 +1,4 @@
+#!/bin/bash
 # MPICH (ch4:ucx) over hipower: 4 ranks spread over two devices, the
 # plugin preloaded in every rank, UCX_TLS=hipower,ud_verbs:aux,self, and
 # MPIR_CVAR_NOLOCAL=1 so that ch4's shared memory does not carry local

@@ -1,3 +1,4 @@
+#!/bin/bash
 # Open MPI (pml ucx, osc ucx) over hipower: 4 ranks spread over two
 # devices, the plugin preloaded in every rank, UCX_TLS=hipower,ud_verbs:aux,self.
 # Runs test/mpi's ping-pong, alltoall, bcast/gather and one-sided programs

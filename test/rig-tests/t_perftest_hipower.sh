@@ -1,3 +1,4 @@
+#!/bin/bash
 # ucx_perftest, an unmodified UCX tool, runs hipower between two devices:
 # am_lat and am_bw with short, bcopy and zcopy messages at 8 B, 64 B, 1 KB,
 # 4 KB and the largest slot payload, in both notification modes. Under
@@ -64,7 +65,9 @@ echo "slots recycled per bitmap read: $per_read; receiver: $rx_msgs messages," \
      "$rx_comp receive completions, $rx_side_cqes completions of its own"
 awk -v v="$per_read" 'BEGIN { exit !(v >= 8) }' ||
     fail "only $per_read slots recycled per bitmap read (want >= 8)"
-[ "$rx_comp" = 0 ] || fail "$rx_comp receive completions"
+# Receive completions: the peer's first write wakes (one per connection),
+# none per message
+[ "$rx_comp" -le 4 ] || fail "$rx_comp receive completions for $rx_msgs messages"
 # Everything the receiver polled is its own few flow-control sends: far
 # fewer completions than messages received (rc_verbs polls one per message)
 [ "$rx_side_cqes" -lt $((rx_msgs / 8)) ] ||

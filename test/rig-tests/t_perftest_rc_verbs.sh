@@ -1,3 +1,4 @@
+#!/bin/bash
 # UCX's own rc_verbs runs between two devices of the rig and the traffic
 # really crosses them: the result lines are complete and both devices' packet
 # counters move.

@@ -1,3 +1,4 @@
+#!/bin/bash
 # UCP wires hipower up through ud_verbs:aux and puts its tag lane on it:
 # ucx_perftest's UCP tag tests run between two devices with
 # UCX_TLS=hipower,ud_verbs:aux,self (no rc_verbs), eager and large sizes.

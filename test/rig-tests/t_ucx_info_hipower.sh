@@ -1,3 +1,4 @@
+#!/bin/bash
 # ucx_info, an unmodified UCX tool, sees the hipower component once the
 # plugin is loaded with hipower-run: one memory domain per verbs device, one
 # hipower transport resource per active port, with its capabilities.

@@ -1,3 +1,4 @@
+#!/bin/bash
 # The Check unit tests again, now with verbs devices present, so the tests
 # that open every device really open them.
 . "$(dirname "$0")/lib.sh"

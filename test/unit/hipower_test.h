@@ -19,5 +19,7 @@ int hipower_test_print_components(void);
 Suite *hipower_component_suite(void);
 Suite *hipower_glue_suite(void);
 Suite *hipower_protocol_suite(void);
+Suite *hipower_txq_suite(void);
+Suite *hipower_layout_suite(void);
 
 #endif

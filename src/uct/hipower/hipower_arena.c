@@ -87,6 +87,20 @@ ucs_status_t hipower_arena_alloc(hipower_arena_t *arena, uint32_t want,
     return UCS_OK;
 }
 
+ucs_status_t hipower_arena_alloc_keep(hipower_arena_t *arena, uint32_t want,
+                                      uint32_t min, uint32_t keep,
+                                      uint32_t *first_p, uint32_t *count_p)
+{
+    uint32_t free_slots = hipower_arena_free_slots(arena);
+    uint32_t spare      = (free_slots > keep) ? (free_slots - keep) : 0;
+
+    assert((min >= 1) && (min <= want));
+    if (spare < want) {
+        want = (spare > min) ? spare : min;
+    }
+    return hipower_arena_alloc(arena, want, min, first_p, count_p);
+}
+
 void hipower_arena_free(hipower_arena_t *arena, uint32_t first,
                         uint32_t count)
 {

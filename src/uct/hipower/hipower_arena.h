@@ -42,6 +42,17 @@ ucs_status_t hipower_arena_alloc(hipower_arena_t *arena, uint32_t want,
                                  uint32_t min, uint32_t *first_p,
                                  uint32_t *count_p);
 
+/**
+ * Like hipower_arena_alloc(), but leaves @a keep slots free for endpoints
+ * yet to come as long as it can give at least @a min: an endpoint gets up
+ * to @a want slots while the arena has plenty, and @a min when it runs
+ * short, so that a given number of endpoints always fits. It fails only
+ * when no contiguous run of @a min slots is free at all.
+ */
+ucs_status_t hipower_arena_alloc_keep(hipower_arena_t *arena, uint32_t want,
+                                      uint32_t min, uint32_t keep,
+                                      uint32_t *first_p, uint32_t *count_p);
+
 /* Returns a run taken by hipower_arena_alloc() */
 void hipower_arena_free(hipower_arena_t *arena, uint32_t first,
                         uint32_t count);

@@ -5,6 +5,14 @@
 #  include "config.h"
 #endif
 
+/*
+ * Endpoint life cycle and what every operation kind shares: posting with a
+ * completion-queue credit per work request, completions, pending requests,
+ * flush, check, fence, and the orderly end of a QP (what rc_ep.c holds in
+ * UCX). Active messages are in hipower_ep_am.c, the receive side in
+ * hipower_ep_rx.c, RMA in hipower_ep_rma.c.
+ */
+
 #include "hipower_ep.h"
 #include "hipower_verbs.h"
 
@@ -18,42 +26,27 @@
 #include <string.h>
 
 
-/* Work request id: the endpoint's WR sequence number */
-#define UCT_HIPOWER_WR_ID(_sn)    ((uint64_t)(_sn))
-
-/* Receive batch per endpoint per progress call */
-#define UCT_HIPOWER_RX_BATCH      64
-
-
 /*
- * Owner of an endpoint's receive slots, for uct_iface_release_desc(). It
- * outlives the endpoint while the user still holds descriptors, so a late
- * release neither touches freed memory nor loses the slots.
+ * A destroyed endpoint's QP, kept until the device is done with it: every
+ * request it still has out completes (flushed, once the QP is in error),
+ * every receive it still has posted is flushed, and only then is the QP
+ * destroyed, so that no completion of it reaches memory that was reused or
+ * an endpoint that took over its QP number. When the endpoint was idle and
+ * its peer alive, the QP first writes "closed" to the peer (goodbye), so
+ * that the peer stops what it sends of its own accord without an error.
  */
-typedef struct uct_hipower_rx_owner {
-    uct_recv_desc_t              super;  /* Must be first */
-    uct_hipower_ep_t             *ep;    /* NULL once the endpoint is gone */
+typedef struct uct_hipower_qp_gc {
+    uct_hipower_txqp_t           txqp;         /* Must be first */
+    ucs_list_link_t              list;         /* In iface->gc_list */
     uct_hipower_iface_t          *iface;
-    uint32_t                     first_slot;
-    uint32_t                     num_slots;
-    uint32_t                     held;   /* Descriptors still with the user */
-} uct_hipower_rx_owner_t;
+    uct_hipower_ep_ctrl_t        *ctrl;        /* Target of its READs */
+    struct ibv_mr                *ctrl_local_mr;
+    int                          in_error;     /* QP moved to error */
+    int                          reserve;      /* The endpoint's credit */
+} uct_hipower_qp_gc_t;
 
 
-/* Whether one more message (of @a nwr work requests) can go out now */
-static inline int uct_hipower_ep_has_tx_resources(uct_hipower_ep_t *ep,
-                                                  unsigned nwr)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-
-    return (hipower_tx_ring_free(&ep->tx.ring) > 0) &&
-           (ep->tx.sq_available >= nwr + 1) && (iface->cq_available > 1);
-}
-
-static inline unsigned uct_hipower_ep_wrs_per_msg(uct_hipower_iface_t *iface)
-{
-    return (iface->config.notify == UCT_HIPOWER_NOTIFY_PUSH) ? 2 : 1;
-}
+static void uct_hipower_ep_check_peer_state(uct_hipower_ep_t *ep);
 
 static void uct_hipower_ep_add_pending_list(uct_hipower_ep_t *ep)
 {
@@ -72,67 +65,44 @@ static void uct_hipower_ep_del_pending_list(uct_hipower_ep_t *ep)
     }
 }
 
-/* uct_hipower_ep_post(), inlined into the per-message send path */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_hipower_ep_post_inline(uct_hipower_ep_t *ep, struct ibv_send_wr *first,
-                           struct ibv_send_wr *last, unsigned nwr,
-                           int force_signal, uct_hipower_tx_op_t *op)
+/*
+ * Posts a chain on @a txqp's QP with a credit per request from
+ * *@a cq_credits. Returns how many requests went out (all of them, or the
+ * ones before bad_wr) and sets *@a status_p.
+ */
+static UCS_F_ALWAYS_INLINE unsigned
+uct_hipower_txqp_post(uct_hipower_iface_t *iface, uct_hipower_txqp_t *txqp,
+                      struct ibv_send_wr *first, struct ibv_send_wr *last,
+                      unsigned nwr, int signal, int *cq_credits,
+                      int *ret_p)
 {
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    struct ibv_send_wr *bad_wr, *wr;
-    int signal, own_op;
+    struct ibv_send_wr *bad_wr = NULL, *wr;
+    unsigned index, posted;
+    uint64_t sn;
     int ret;
 
-    signal = force_signal ||
-             (ep->tx.unsignaled + nwr >= iface->config.signal_interval);
-    own_op = 0;
-    if (signal && (op == NULL)) {
-        /* Pull mode publishes from the signaled WR's record */
-        op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_COMP, NULL);
-        if (ucs_unlikely(op == NULL)) {
-            return UCS_ERR_NO_RESOURCE;
-        }
-        own_op = 1;
-    }
-
+    sn = txqp->txq.sn;
     for (wr = first; wr != last; wr = wr->next) {
-        wr->wr_id = UCT_HIPOWER_WR_ID(ep->tx.sn++);
+        wr->wr_id = sn++;
     }
-    last->wr_id = UCT_HIPOWER_WR_ID(ep->tx.sn++);
+    last->wr_id = sn;
     last->next  = NULL;
     if (signal) {
         last->send_flags |= IBV_SEND_SIGNALED;
     }
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_FENCE)) {
-        first->send_flags |= IBV_SEND_FENCE;
-        ep->flags         &= ~UCT_HIPOWER_EP_FLAG_FENCE;
-    }
 
-    ret = ibv_post_send(ep->qp, first, &bad_wr);
+    ret    = ibv_post_send(txqp->qp, first, &bad_wr);
+    index  = nwr;
     if (ucs_unlikely(ret != 0)) {
-        ucs_error(UCT_HIPOWER_EP_FMT ": ibv_post_send() failed: %s",
-                  UCT_HIPOWER_EP_ARG(ep), strerror(ret));
-        ep->tx.sn -= nwr;
-        if (own_op) {
-            ucs_mpool_put_inline(op);
+        for (index = 0, wr = first; (wr != NULL) && (wr != bad_wr);
+             wr = wr->next) {
+            ++index;
         }
-        return UCS_ERR_IO_ERROR;
     }
-
-    ep->tx.sq_available -= nwr;
-    if (op != NULL) {
-        op->sn       = ep->tx.sn - 1;
-        op->msg_count = ep->tx.msgs;
-        ucs_queue_push(&ep->tx.outstanding, &op->queue);
-    }
-    if (signal) {
-        ep->tx.unsignaled = 0;
-        ep->tx.signaled++;
-        iface->cq_available--;
-    } else {
-        ep->tx.unsignaled += nwr;
-    }
-    return UCS_OK;
+    posted = hipower_txq_chain_posted(nwr, ret != 0, index);
+    hipower_txq_posted(&txqp->txq, nwr, posted, signal, cq_credits);
+    *ret_p = ret;
+    return posted;
 }
 
 ucs_status_t uct_hipower_ep_post(uct_hipower_ep_t *ep,
@@ -140,44 +110,263 @@ ucs_status_t uct_hipower_ep_post(uct_hipower_ep_t *ep,
                                  struct ibv_send_wr *last, unsigned nwr,
                                  int force_signal, uct_hipower_tx_op_t *op)
 {
-    return uct_hipower_ep_post_inline(ep, first, last, nwr, force_signal, op);
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    unsigned posted;
+    int signal, ret;
+
+    signal = force_signal ||
+             hipower_txq_signal(&ep->txqp.txq, nwr,
+                                iface->config.signal_interval,
+                                iface->tx.cq_credits,
+                                iface->config.signal_interval +
+                                UCT_HIPOWER_CQ_RECALL_RESERVE);
+
+    if (ucs_unlikely(ep->fence_beat != iface->tx.fence_beat)) {
+        /* An iface or ep fence since our last request: this one waits
+         * until the READs and atomics before it have completed */
+        first->send_flags |= IBV_SEND_FENCE;
+        ep->fence_beat     = iface->tx.fence_beat;
+        iface->stats.fenced_wrs++;
+    }
+
+    posted = uct_hipower_txqp_post(iface, &ep->txqp, first, last, nwr, signal,
+                                   &iface->tx.cq_credits, &ret);
+    if (ucs_likely(posted == nwr)) {
+        if (op != NULL) {
+            op->sn        = ep->txqp.txq.sn - 1;
+            op->msg_count = ep->tx.msgs;
+            ucs_queue_push(&ep->txqp.outstanding, &op->queue);
+        }
+        return UCS_OK;
+    }
+
+    ucs_error(UCT_HIPOWER_EP_FMT ": ibv_post_send() of %u work requests "
+              "failed at number %u: %s", UCT_HIPOWER_EP_ARG(ep), nwr,
+              posted + 1, strerror(ret));
+    if (posted > 0) {
+        /* Part of it is on the wire and cannot be taken back: the
+         * endpoint can no longer keep its promises */
+        uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
+    }
+    return UCS_ERR_IO_ERROR;
 }
 
-/* A zero-length signaled RDMA_WRITE: completes after everything before it */
-static ucs_status_t uct_hipower_ep_post_nop(uct_hipower_ep_t *ep,
-                                            uct_completion_t *comp)
+ucs_status_t uct_hipower_ep_post_nop(uct_hipower_ep_t *ep, int *cq_credits,
+                                     uct_hipower_tx_op_t *op)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     struct ibv_send_wr wr;
+    unsigned posted;
+    int ret;
+
+    wr.opcode              = IBV_WR_RDMA_WRITE;
+    wr.send_flags          = 0;
+    wr.sg_list             = NULL;
+    wr.num_sge             = 0;
+    wr.wr.rdma.remote_addr = ep->peer.slots_addr;
+    wr.wr.rdma.rkey        = ep->peer.slots_rkey;
+    posted = uct_hipower_txqp_post(iface, &ep->txqp, &wr, &wr, 1, 1,
+                                   cq_credits, &ret);
+    if (posted != 1) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": ibv_post_send(no-op) failed: %s",
+                  UCT_HIPOWER_EP_ARG(ep), strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    if (op != NULL) {
+        op->sn        = ep->txqp.txq.sn - 1;
+        op->msg_count = ep->tx.msgs;
+        ucs_queue_push(&ep->txqp.outstanding, &op->queue);
+    }
+    iface->stats.rdma_writes++;
+    return UCS_OK;
+}
+
+/* Releases what an operation record held, and the record */
+static void uct_hipower_op_release(uct_hipower_tx_op_t *op)
+{
+    ucs_mpool_put_inline(op);
+}
+
+/* Pull mode: make the bitmap the peer reads say which messages have landed.
+ * Counts messages, not sequence numbers, which restart at the ring's period */
+static void uct_hipower_ep_publish(uct_hipower_ep_t *ep, uint64_t msg_count)
+{
+    for (; ep->tx.published < msg_count; ++ep->tx.published) {
+        hipower_bitmap_toggle(ep->ctrl->published, ep->tx.publish_slot);
+        if (++ep->tx.publish_slot == ep->tx.ring.num_slots) {
+            ep->tx.publish_slot = 0;
+        }
+    }
+}
+
+/* Completes the operations up to request @a sn, all successful */
+static void uct_hipower_ep_retire_ops(uct_hipower_ep_t *ep, uint64_t sn)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uct_hipower_tx_op_t *op;
-    ucs_status_t status;
+    uint32_t recycled;
+    int reread = 0;
 
-    if ((ep->tx.sq_available < 1) || (iface->cq_available < 1)) {
-        return UCS_ERR_NO_RESOURCE;
+    ucs_queue_for_each_extract(op, &ep->txqp.outstanding, queue,
+                               (int64_t)(op->sn - sn) <= 0) {
+        switch (op->type) {
+        case UCT_HIPOWER_OP_RECYCLE_READ:
+            ucs_memory_cpu_load_fence();
+            recycled = hipower_tx_ring_recycle(&ep->tx.ring,
+                                               ep->ctrl->peer_consumed);
+            iface->stats.slots_recycled += recycled;
+            ep->flags &= ~UCT_HIPOWER_EP_FLAG_RECYCLE_READ;
+            /* Still blocked: keep looking until the receiver frees slots */
+            reread = (hipower_tx_ring_free(&ep->tx.ring) == 0) &&
+                     !ucs_queue_is_empty(&ep->pending_q);
+            break;
+        case UCT_HIPOWER_OP_NOTIFY_READ:
+            ep->flags &= ~UCT_HIPOWER_EP_FLAG_NOTIFY_READ;
+            break;
+        case UCT_HIPOWER_OP_ATOMIC64:
+            *(uint64_t*)op->u.result = *(uint64_t*)uct_hipower_tx_op_buffer(op);
+            break;
+        case UCT_HIPOWER_OP_ARM:
+            ep->event.confirmed_gen = op->u.arm_gen;
+            break;
+        case UCT_HIPOWER_OP_GET_SHORT:
+            memcpy(op->u.get_short.dest, uct_hipower_tx_op_buffer(op),
+                   op->u.get_short.length);
+            break;
+        case UCT_HIPOWER_OP_GET_BCOPY:
+            op->u.get_bcopy.cb(op->u.get_bcopy.arg,
+                               uct_hipower_tx_op_buffer(op),
+                               op->u.get_bcopy.length);
+            break;
+        default:
+            break;
+        }
+
+        if (op->comp != NULL) {
+            uct_invoke_completion(op->comp, UCS_OK);
+        }
+        if (iface->config.notify == UCT_HIPOWER_NOTIFY_PULL) {
+            uct_hipower_ep_publish(ep, op->msg_count);
+        }
+        uct_hipower_op_release(op);
     }
 
-    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_COMP, comp);
-    if (op == NULL) {
-        return UCS_ERR_NO_RESOURCE;
+    if (reread) {
+        uct_hipower_ep_post_recycle_read(ep);
+    }
+}
+
+/*
+ * Completes every outstanding operation with @a status, where the user
+ * gave a completion. The records stay: the device may still write the
+ * buffers of READs until their requests are flushed, so they go back to
+ * the pool when their completions arrive.
+ */
+static void uct_hipower_ep_cancel_ops(uct_hipower_ep_t *ep,
+                                      ucs_status_t status)
+{
+    uct_hipower_tx_op_t *op;
+
+    ucs_queue_for_each(op, &ep->txqp.outstanding, queue) {
+        if (op->comp != NULL) {
+            uct_invoke_completion(op->comp, status);
+            op->comp = NULL;
+        }
+        /* Nothing more is read, recycled or woken with them */
+        op->type = UCT_HIPOWER_OP_COMP;
+    }
+    ep->flags &= ~(UCT_HIPOWER_EP_FLAG_RECYCLE_READ |
+                   UCT_HIPOWER_EP_FLAG_NOTIFY_READ);
+}
+
+/* Frees the records of requests up to @a sn, completing nothing */
+static void uct_hipower_txqp_drop_ops(uct_hipower_txqp_t *txqp, uint64_t sn)
+{
+    uct_hipower_tx_op_t *op;
+
+    ucs_queue_for_each_extract(op, &txqp->outstanding, queue,
+                               (int64_t)(op->sn - sn) <= 0) {
+        ucs_assert(op->comp == NULL);
+        uct_hipower_op_release(op);
+    }
+}
+
+static ucs_status_t uct_hipower_wc_status(enum ibv_wc_status status)
+{
+    switch (status) {
+    case IBV_WC_RETRY_EXC_ERR:
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+        return UCS_ERR_ENDPOINT_TIMEOUT;
+    case IBV_WC_REM_ACCESS_ERR:
+    case IBV_WC_REM_OP_ERR:
+    case IBV_WC_REM_INV_REQ_ERR:
+        return UCS_ERR_CONNECTION_RESET;
+    case IBV_WC_WR_FLUSH_ERR:
+        return UCS_ERR_CANCELED;
+    default:
+        return UCS_ERR_IO_ERROR;
+    }
+}
+
+void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    hipower_txq_completed(&ep->txqp.txq, wc->wr_id, &iface->tx.cq_credits);
+    if (ucs_likely(wc->status == IBV_WC_SUCCESS)) {
+        /* It was acknowledged: the peer's QP is ready */
+        uct_hipower_ep_peer_ready(ep);
+        uct_hipower_ep_retire_ops(ep, wc->wr_id);
+    } else {
+        if (!(ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
+                           UCT_HIPOWER_EP_FLAG_CANCELED))) {
+            /* A peer that closed in order wrote so before its QP stopped
+             * answering: what failed after is no error to report */
+            ucs_memory_cpu_load_fence();
+            uct_hipower_ep_check_peer_state(ep);
+            if (wc->status != IBV_WC_WR_FLUSH_ERR) {
+                ucs_log((ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED) ?
+                        UCS_LOG_LEVEL_DEBUG : UCS_LOG_LEVEL_DIAG,
+                        UCT_HIPOWER_EP_FMT ": %s (vendor error 0x%x)%s",
+                        UCT_HIPOWER_EP_ARG(ep), ibv_wc_status_str(wc->status),
+                        wc->vendor_err,
+                        (ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED) ?
+                        " after the peer closed its endpoint" : "");
+            }
+        }
+        uct_hipower_ep_set_failed(ep, uct_hipower_wc_status(wc->status));
+        uct_hipower_txqp_drop_ops(&ep->txqp, wc->wr_id);
     }
 
-    wr.opcode               = IBV_WR_RDMA_WRITE;
-    wr.send_flags           = 0;
-    wr.sg_list              = NULL;
-    wr.num_sge              = 0;
-    wr.wr.rdma.remote_addr  = ep->peer.slots_addr;
-    wr.wr.rdma.rkey         = ep->peer.slots_rkey;
-    status = uct_hipower_ep_post(ep, &wr, &wr, 1, 1, op);
-    if (status == UCS_OK) {
-        iface->stats.rdma_writes++;
+    if (!ucs_queue_is_empty(&ep->pending_q)) {
+        uct_hipower_ep_add_pending_list(ep);
     }
-    return status;
+}
+
+void uct_hipower_ep_set_failed(uct_hipower_ep_t *ep, ucs_status_t status)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    int canceled               = ep->flags & UCT_HIPOWER_EP_FLAG_CANCELED;
+
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) {
+        return;
+    }
+
+    ep->flags |= UCT_HIPOWER_EP_FLAG_FAILED;
+    /* Stop the QP, so that whatever is left completes (flushed) now */
+    uct_hipower_qp_to_error(iface, ep->txqp.qp);
+    uct_hipower_ep_cancel_ops(ep, canceled ? UCS_ERR_CANCELED : status);
+    uct_hipower_ep_del_pending_list(ep);
+    if (!canceled && !(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) {
+        uct_iface_handle_ep_err(&iface->super.super, &ep->super.super, status);
+    }
 }
 
 /*
  * One signaled RDMA_READ of a peer bitmap into @a local; @a flag marks it
  * outstanding (one at a time, so copies are applied in the order read).
- * Returns 1 if posted.
+ * Never to a peer that closed its endpoint. Returns 1 if posted.
  */
 static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
                                            uct_hipower_op_type_t type,
@@ -185,14 +374,15 @@ static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
                                            uint32_t num_slots, uint32_t lkey,
                                            uint64_t remote_addr)
 {
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     struct ibv_send_wr wr;
     struct ibv_sge sge;
     uct_hipower_tx_op_t *op;
 
-    if ((ep->flags & (flag | UCT_HIPOWER_EP_FLAG_FAILED)) ||
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
-        (ep->tx.sq_available < 1) || (iface->cq_available < 1)) {
+    if ((ep->flags & flag) || !(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
+        (ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
+                      UCT_HIPOWER_EP_FLAG_CANCELED |
+                      UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ||
+        !uct_hipower_ep_has_room(ep, 1)) {
         return 0;
     }
 
@@ -212,6 +402,7 @@ static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey        = ep->peer.ctrl_read_rkey;
     if (uct_hipower_ep_post(ep, &wr, &wr, 1, 1, op) != UCS_OK) {
+        uct_hipower_op_release(op);
         return 0;
     }
 
@@ -219,8 +410,9 @@ static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
     return 1;
 }
 
-/* The receiver's consumed bitmap, so that free slots come back in a batch */
-static void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep)
+/* The receiver's consumed bitmap, so that free slots come back in a batch.
+ * Sending needs a ready peer anyway: this only follows the user's sends. */
+void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep)
 {
     if (uct_hipower_ep_post_bitmap_read(ep, UCT_HIPOWER_OP_RECYCLE_READ,
                                         UCT_HIPOWER_EP_FLAG_RECYCLE_READ,
@@ -232,9 +424,12 @@ static void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep)
     }
 }
 
+/* Pull mode: the receiver reads the sender's published bitmap. Of the
+ * transport's own accord, so only once the peer is known to be ready. */
 void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep)
 {
-    if (uct_hipower_ep_post_bitmap_read(ep, UCT_HIPOWER_OP_NOTIFY_READ,
+    if (uct_hipower_ep_may_initiate(ep) &&
+        uct_hipower_ep_post_bitmap_read(ep, UCT_HIPOWER_OP_NOTIFY_READ,
                                         UCT_HIPOWER_EP_FLAG_NOTIFY_READ,
                                         ep->ctrl->written_view,
                                         ep->rx.ring.num_slots,
@@ -244,587 +439,70 @@ void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep)
     }
 }
 
-/*
- * Push mode: the bitmap word that tells the receiver which of its slots
- * hold new messages. Inline, so the word is copied when posted and never
- * announces a slot whose payload write was posted after it; RC executes
- * the writes in order, so the payloads land before the word. Returns the
- * peer's sleep generation (see uct_hipower_ep_wakeup_check()).
- */
-static uint64_t uct_hipower_ep_bitmap_wr(uct_hipower_ep_t *ep, uint32_t word,
-                                         struct ibv_send_wr *wr,
-                                         struct ibv_sge *sge)
+/* What the peer wrote into peer_state, applied; cheap: one local load */
+static void uct_hipower_ep_check_peer_state(uct_hipower_ep_t *ep)
 {
-    sge->addr              = (uintptr_t)&ep->ctrl->written[word];
-    sge->length            = sizeof(hipower_bitmap_word_t);
-    sge->lkey              = ep->ctrl_local_mr->lkey;
-    wr->opcode             = IBV_WR_RDMA_WRITE;
-    wr->send_flags         = IBV_SEND_INLINE;
-    wr->sg_list            = sge;
-    wr->num_sge            = 1;
-    wr->wr.rdma.remote_addr = ep->peer.written_view_addr +
-                              word * sizeof(hipower_bitmap_word_t);
-    wr->wr.rdma.rkey       = ep->peer.ctrl_write_rkey;
-    return uct_hipower_ep_wakeup_check(ep, wr);
-}
+    uint64_t state = *(volatile uint64_t*)&ep->ctrl->peer_state;
 
-/* Push mode: announces messages written but not yet announced */
-ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    struct ibv_send_wr wr;
-    struct ibv_sge sge;
-    ucs_status_t status;
-    uint64_t sleep_gen;
-
-    if (ep->tx.unannounced == 0) {
-        return UCS_OK;
-    }
-
-    if ((ep->tx.sq_available < 1) || (iface->cq_available < 1)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    sleep_gen = uct_hipower_ep_bitmap_wr(ep, ep->tx.announce_word, &wr, &sge);
-    status    = uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL);
-    if (status == UCS_OK) {
-        uct_hipower_ep_wakeup_posted(ep, sleep_gen);
-        /* Part of the user's messages: flush waits for it */
-        ep->tx.user_end_sn = ep->tx.sn;
-        ep->tx.unannounced = 0;
-        iface->stats.rdma_writes++;
-    }
-    return status;
-}
-
-/*
- * Admission for one message: fails with UCS_ERR_NO_RESOURCE (the caller may
- * add a pending request) when there is no free peer slot or no room to post.
- */
-static inline ucs_status_t uct_hipower_ep_tx_check(uct_hipower_ep_t *ep)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    ucs_status_t status;
-
-    status = uct_hipower_ep_user_check(ep);
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
-    }
-
-    if (ucs_unlikely(hipower_tx_ring_free(&ep->tx.ring) == 0)) {
-        iface->stats.pool_empty++;
-        uct_hipower_ep_post_recycle_read(ep);
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    if (ucs_unlikely((ep->tx.sq_available < uct_hipower_ep_wrs_per_msg(iface) + 1) ||
-                     (iface->cq_available <= 1))) {
-        iface->stats.tx_queue_full++;
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    return UCS_OK;
-}
-
-/* Admission plus a send descriptor whose buffer holds header and data */
-static inline ucs_status_t
-uct_hipower_ep_tx_op_get(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
-                         uct_completion_t *comp, uct_hipower_tx_op_t **op_p)
-{
-    uct_hipower_tx_op_t *op;
-    ucs_status_t status;
-
-    status = uct_hipower_ep_tx_check(ep);
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
-    }
-
-    op = uct_hipower_ep_op_get(ep, type, comp);
-    if (ucs_unlikely(op == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    *op_p = op;
-    return UCS_OK;
-}
-
-/*
- * Takes the next peer slot and posts the payload write (and in push mode
- * the bitmap word after it). @a data_wr has its sg_list and send flags
- * (inline) filled by the caller.
- */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
-                        hipower_slot_hdr_t *hdr, uint8_t am_id,
-                        uint32_t length, int force_signal,
-                        uct_hipower_tx_op_t *op)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    struct ibv_send_wr bitmap_wr;
-    struct ibv_sge bitmap_sge;
-    uint32_t seq, slot, word, unannounced = 0;
-    uint64_t sleep_gen                     = 0;
-    ucs_status_t status;
-    unsigned nwr;
-    int push;
-
-    seq  = hipower_tx_ring_take(&ep->tx.ring);
-    slot = hipower_ring_slot(ep->tx.ring.num_slots, seq);
-    hipower_slot_hdr_init(hdr, am_id, length, seq);
-    ep->tx.msgs++;
-
-    data_wr->opcode              = IBV_WR_RDMA_WRITE;
-    data_wr->wr.rdma.remote_addr = ep->peer.slots_addr +
-                                   (uint64_t)slot * ep->peer.slot_size +
-                                   ep->peer.data_offset;
-    data_wr->wr.rdma.rkey        = ep->peer.slots_rkey;
-
-    push = (iface->config.notify == UCT_HIPOWER_NOTIFY_PUSH);
-    nwr  = 1;
-    if (push) {
-        word = slot / HIPOWER_BITMAP_WORD_BITS;
-        if ((ep->tx.unannounced > 0) && (word != ep->tx.announce_word)) {
-            /* The new bit lives in another word: announce the old one */
-            status = uct_hipower_ep_announce(ep);
-            if (ucs_unlikely(status != UCS_OK)) {
-                nwr = 0;
-                goto err_undo;
-            }
-        }
-
-        ep->tx.announce_word = word;
-        unannounced          = ep->tx.unannounced;
-        if (ep->tx.unannounced + 1 >= iface->config.announce_batch) {
-            sleep_gen = uct_hipower_ep_bitmap_wr(ep, word, &bitmap_wr,
-                                                 &bitmap_sge);
-            data_wr->next       = &bitmap_wr;
-            nwr                 = 2;
-            ep->tx.unannounced  = 0;
-        } else {
-            ep->tx.unannounced++;
-        }
-    }
-    status = uct_hipower_ep_post_inline(ep, data_wr,
-                                        (nwr == 2) ? &bitmap_wr : data_wr,
-                                        nwr, force_signal, op);
-
-    if (ucs_unlikely(status != UCS_OK)) {
-        if (push) {
-            ep->tx.unannounced = unannounced;
-        }
-        goto err_undo;
-    }
-
-    if (nwr == 2) {
-        uct_hipower_ep_wakeup_posted(ep, sleep_gen);
-    }
-
-    /* Flush waits for this, not for our own bitmap reads after it */
-    ep->tx.user_end_sn = ep->tx.sn;
-    iface->stats.tx_msgs++;
-    iface->stats.tx_bytes    += length;
-    iface->stats.rdma_writes += nwr;
-
-    /* Below the threshold, every message until the read completes would
-     * find it outstanding: test the flag here, not after a call */
-    if (hipower_tx_ring_wants_recycle(&ep->tx.ring, ep->tx.threshold) &&
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_RECYCLE_READ)) {
-        uct_hipower_ep_post_recycle_read(ep);
-    }
-    return UCS_OK;
-
-err_undo:
-    /* Nothing of this message was posted: give the slot back */
-    hipower_bitmap_toggle(ep->tx.ring.written, slot);
-    ep->tx.ring.head--;
-    ep->tx.msgs--;
-    if (push) {
-        /* A sleeping peer that read the count meanwhile stays awake until
-         * the message is sent again: never asleep with it missing */
-        ep->ctrl->announced = ep->tx.msgs;
-    }
-    return status;
-}
-
-ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
-                                     const void *buffer, unsigned length)
-{
-    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    /* One gather entry for both headers: each entry costs the provider a
-     * copy of its own */
-    struct {
-        hipower_slot_hdr_t slot;
-        uint64_t           am;
-    } headers;
-    struct ibv_send_wr wr;
-    struct ibv_sge sge[2];
-    ucs_status_t status;
-
-    UCS_STATIC_ASSERT(sizeof(headers) == HIPOWER_SLOT_HDR_SIZE + sizeof(hdr));
-    if (ucs_unlikely((id >= UCT_AM_ID_MAX) ||
-                     (sizeof(hdr) + length + HIPOWER_SLOT_HDR_SIZE >
-                      iface->config.max_inline))) {
-        ucs_error(UCT_HIPOWER_EP_FMT ": am_short id %u length %u is over "
-                  "the limit (id < %u, length <= %zu)", UCT_HIPOWER_EP_ARG(ep),
-                  id, length, (unsigned)UCT_AM_ID_MAX, iface->config.max_inline -
-                  HIPOWER_SLOT_HDR_SIZE - sizeof(hdr));
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    status = uct_hipower_ep_tx_check(ep);
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
-    }
-
-    headers.am    = hdr;
-    sge[0].addr   = (uintptr_t)&headers;
-    sge[0].length = sizeof(headers);
-    sge[1].addr   = (uintptr_t)buffer;
-    sge[1].length = length;
-    wr.sg_list    = sge;
-    wr.num_sge    = (length > 0) ? 2 : 1;
-    wr.send_flags = IBV_SEND_INLINE;
-    status = uct_hipower_ep_send_msg(ep, &wr, &headers.slot, id,
-                                     sizeof(hdr) + length, 0, NULL);
-    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, &ep->super, AM, SHORT,
-                                 sizeof(hdr) + length);
-    return status;
-}
-
-ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
-                                uct_pack_callback_t pack_cb, void *arg,
-                                unsigned flags)
-{
-    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    hipower_slot_hdr_t *slot_hdr;
-    uct_hipower_tx_op_t *op;
-    struct ibv_send_wr wr;
-    struct ibv_sge sge;
-    ucs_status_t status;
-    size_t length;
-
-    if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
-        ucs_error(UCT_HIPOWER_EP_FMT ": am_bcopy id %u out of range",
-                  UCT_HIPOWER_EP_ARG(ep), id);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    status = uct_hipower_ep_tx_op_get(ep, UCT_HIPOWER_OP_SEND, NULL, &op);
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
-    }
-
-    slot_hdr = uct_hipower_tx_op_buffer(op);
-    length   = pack_cb(slot_hdr + 1, arg);
-    if (ucs_unlikely(length > iface->config.max_payload)) {
-        /* The packer has already written past the slot: a caller bug */
-        ucs_fatal(UCT_HIPOWER_EP_FMT ": am_bcopy packed %zu bytes, the "
-                  "limit is %zu", UCT_HIPOWER_EP_ARG(ep), length,
-                  iface->config.max_payload);
-    }
-
-    sge.addr   = (uintptr_t)slot_hdr;
-    sge.length = HIPOWER_SLOT_HDR_SIZE + length;
-    sge.lkey      = op->lkey;
-    wr.sg_list    = &sge;
-    wr.num_sge    = 1;
-    wr.send_flags = (sge.length <= iface->config.max_inline) ?
-                    IBV_SEND_INLINE : 0;
-    status = uct_hipower_ep_send_msg(ep, &wr, slot_hdr, id, length, 0, op);
-    if (ucs_unlikely(status != UCS_OK)) {
-        ucs_mpool_put_inline(op);
-        return status;
-    }
-
-    UCT_TL_EP_STAT_OP(&ep->super, AM, BCOPY, length);
-    return length;
-}
-
-ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
-                                     const void *header, unsigned header_length,
-                                     const uct_iov_t *iov, size_t iovcnt,
-                                     unsigned flags, uct_completion_t *comp)
-{
-    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    struct ibv_sge sge[UCT_HIPOWER_MAX_IOV + 1];
-    hipower_slot_hdr_t *slot_hdr;
-    uct_hipower_tx_op_t *op;
-    struct ibv_send_wr wr;
-    ucs_status_t status;
-    size_t length;
-    int num_sge;
-
-    length = header_length + uct_iov_total_length(iov, iovcnt);
-    if (ucs_unlikely((id >= UCT_AM_ID_MAX) ||
-                     (iovcnt > UCT_HIPOWER_MAX_IOV) ||
-                     (header_length > UCT_HIPOWER_MAX_ZCOPY_HDR) ||
-                     (length > iface->config.max_payload))) {
-        ucs_error(UCT_HIPOWER_EP_FMT ": am_zcopy id %u header %u iovcnt %zu "
-                  "length %zu is over the limit (id < %u, header <= %u, "
-                  "iovcnt <= %u, length <= %zu)", UCT_HIPOWER_EP_ARG(ep), id,
-                  header_length, iovcnt, length, (unsigned)UCT_AM_ID_MAX,
-                  UCT_HIPOWER_MAX_ZCOPY_HDR, UCT_HIPOWER_MAX_IOV,
-                  iface->config.max_payload);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    status = uct_hipower_ep_tx_op_get(ep, UCT_HIPOWER_OP_COMP, comp, &op);
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
-    }
-
-    slot_hdr = uct_hipower_tx_op_buffer(op);
-    memcpy(slot_hdr + 1, header, header_length);
-    sge[0].addr   = (uintptr_t)slot_hdr;
-    sge[0].length = HIPOWER_SLOT_HDR_SIZE + header_length;
-    sge[0].lkey   = op->lkey;
-    num_sge       = 1 + uct_hipower_ep_iov_sge(iov, iovcnt, sge + 1);
-
-    wr.sg_list    = sge;
-    wr.num_sge    = num_sge;
-    wr.send_flags = 0;
-    status = uct_hipower_ep_send_msg(ep, &wr, slot_hdr, id, length,
-                                     comp != NULL, op);
-    if (ucs_unlikely(status != UCS_OK)) {
-        ucs_mpool_put_inline(op);
-        return status;
-    }
-
-    UCT_TL_EP_STAT_OP(&ep->super, AM, ZCOPY, length);
-    return UCS_INPROGRESS;
-}
-
-/* Pull mode: make the bitmap the peer reads say which messages have landed.
- * Counts messages, not sequence numbers, which restart at the ring's period */
-static void uct_hipower_ep_publish(uct_hipower_ep_t *ep, uint64_t msg_count)
-{
-    for (; ep->tx.published < msg_count; ++ep->tx.published) {
-        hipower_bitmap_toggle(ep->ctrl->published, ep->tx.publish_slot);
-        if (++ep->tx.publish_slot == ep->tx.ring.num_slots) {
-            ep->tx.publish_slot = 0;
-        }
-    }
-}
-
-void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, uint64_t sn)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    uct_hipower_tx_op_t *op;
-    uint32_t recycled;
-    int reread = 0;
-
-    ep->tx.sq_available += (uint16_t)(sn + 1 - ep->tx.acked_sn);
-    ep->tx.acked_sn      = sn + 1;
-    ep->tx.signaled--;
-    iface->cq_available++;
-
-    ucs_queue_for_each_extract(op, &ep->tx.outstanding, queue,
-                               (int64_t)(op->sn - sn) <= 0) {
-        switch (op->type) {
-        case UCT_HIPOWER_OP_RECYCLE_READ:
-            ucs_memory_cpu_load_fence();
-            recycled = hipower_tx_ring_recycle(&ep->tx.ring,
-                                               ep->ctrl->peer_consumed);
-            iface->stats.slots_recycled += recycled;
-            ep->flags &= ~UCT_HIPOWER_EP_FLAG_RECYCLE_READ;
-            /* Still blocked: keep looking until the receiver frees slots */
-            reread = (hipower_tx_ring_free(&ep->tx.ring) == 0) &&
-                     !ucs_queue_is_empty(&ep->pending_q);
-            break;
-        case UCT_HIPOWER_OP_NOTIFY_READ:
-            ep->flags &= ~UCT_HIPOWER_EP_FLAG_NOTIFY_READ;
-            break;
-        case UCT_HIPOWER_OP_ATOMIC64:
-            *(uint64_t*)op->u.result = *(uint64_t*)uct_hipower_tx_op_buffer(op);
-            if (op->comp != NULL) {
-                uct_invoke_completion(op->comp, UCS_OK);
-            }
-            break;
-        case UCT_HIPOWER_OP_ARM:
-            ep->event.confirmed_gen = op->u.arm_gen;
-            break;
-        case UCT_HIPOWER_OP_GET_BCOPY:
-            op->u.get_bcopy.cb(op->u.get_bcopy.arg,
-                               uct_hipower_tx_op_buffer(op),
-                               op->u.get_bcopy.length);
-            if (op->comp != NULL) {
-                uct_invoke_completion(op->comp, UCS_OK);
-            }
-            break;
-        default:
-            if (op->comp != NULL) {
-                uct_invoke_completion(op->comp, UCS_OK);
-            }
-            break;
-        }
-
-        if (iface->config.notify == UCT_HIPOWER_NOTIFY_PULL) {
-            uct_hipower_ep_publish(ep, op->msg_count);
-        }
-        ucs_mpool_put_inline(op);
-    }
-
-    if (reread) {
-        uct_hipower_ep_post_recycle_read(ep);
-    }
-    if (!ucs_queue_is_empty(&ep->pending_q)) {
-        uct_hipower_ep_add_pending_list(ep);
-    }
-}
-
-/* Completes every outstanding operation with @a status */
-static void uct_hipower_ep_purge_outstanding(uct_hipower_ep_t *ep,
-                                             ucs_status_t status)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    uct_hipower_tx_op_t *op;
-
-    ucs_queue_for_each_extract(op, &ep->tx.outstanding, queue, 1) {
-        if (op->comp != NULL) {
-            uct_invoke_completion(op->comp, status);
-        }
-        ucs_mpool_put_inline(op);
-    }
-    /* Their CQEs, if any still come, are dropped without credit */
-    iface->cq_available += ep->tx.signaled;
-    ep->tx.signaled      = 0;
-}
-
-void uct_hipower_ep_set_failed(uct_hipower_ep_t *ep, ucs_status_t status)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) {
+    if (ucs_likely(state == 0)) {
         return;
     }
 
-    ep->flags |= UCT_HIPOWER_EP_FLAG_FAILED;
-    ep->flags &= ~(UCT_HIPOWER_EP_FLAG_RECYCLE_READ |
-                   UCT_HIPOWER_EP_FLAG_NOTIFY_READ);
-    uct_hipower_ep_purge_outstanding(ep, status);
-    uct_hipower_ep_del_pending_list(ep);
-    uct_iface_handle_ep_err(&iface->super.super, &ep->super.super, status);
+    if (state == UCT_HIPOWER_PEER_STATE_READY) {
+        uct_hipower_ep_peer_ready(ep);
+    } else if ((state == UCT_HIPOWER_PEER_STATE_CLOSED) &&
+               !(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) {
+        ucs_debug(UCT_HIPOWER_EP_FMT ": the peer closed its endpoint",
+                  UCT_HIPOWER_EP_ARG(ep));
+        ep->flags |= UCT_HIPOWER_EP_FLAG_PEER_CLOSED |
+                     UCT_HIPOWER_EP_FLAG_PEER_READY;
+    }
 }
 
-/*
- * Receive side: messages arrive in ring order; a slot holds the next one
- * when the sender's written bit (pushed here or pulled from the sender)
- * shows the parity of that slot's next use. No completion is polled.
- */
-unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
+unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep)
 {
-    uct_hipower_iface_t *iface   = uct_hipower_ep_iface(ep);
-    uct_hipower_rx_owner_t *owner = ep->rx.owner;
-    hipower_rx_ring_t *ring       = &ep->rx.ring;
-    /* Per-message constants, loaded once per batch */
-    size_t slot_size              = iface->config.slot_size;
-    size_t slot_room              = slot_size - iface->config.data_offset;
-    /* The user may use rx_headroom bytes before the data (UCP puts its
-     * descriptor there, over our parsed header); right before those,
-     * uct_iface_release_desc() finds the owner */
-    ptrdiff_t owner_offset        = -(ptrdiff_t)(iface->config.rx_headroom +
-                                                 sizeof(uct_recv_desc_t*));
-    char *first_hdr               = UCS_PTR_BYTE_OFFSET(ep->rx.slots,
-                                                        iface->config.data_offset);
-    unsigned am_flags             = iface->config.hold_slots ?
-                                    UCT_CB_PARAM_FLAG_DESC : 0;
-    unsigned count, i, am_id;
-    hipower_slot_hdr_t *hdr;
-    const char *reason;
-    ucs_status_t status;
-    uint32_t slot, seq, length;
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    unsigned count;
 
-    count = hipower_rx_ring_ready_count(ring, ep->ctrl->written_view,
-                                        UCT_HIPOWER_RX_BATCH);
-    if (count == 0) {
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
+        (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
         return 0;
     }
 
-    ep->rx.delivered     += count;
-    iface->stats.rx_msgs += count;
-
-    /* The bitmap said so: now the slot contents may be read */
-    ucs_memory_cpu_load_fence();
-
-    for (i = 0; i < count; ++i) {
-        seq    = ring->head;
-        slot   = hipower_rx_ring_advance(ring);
-        hdr    = (hipower_slot_hdr_t*)(first_hdr + (size_t)slot * slot_size);
-        status = hipower_slot_hdr_parse(hdr, slot_room, seq, UCT_AM_ID_MAX,
-                                        &am_id, &length, &reason);
-        if (ucs_unlikely(status != UCS_OK)) {
-            ucs_error(UCT_HIPOWER_EP_FMT ": dropping message %u in slot %u "
-                      "from the peer: %s", UCT_HIPOWER_EP_ARG(ep), seq, slot,
-                      reason);
-            iface->stats.rx_msgs--;
-            iface->stats.bad_slots++;
-            hipower_rx_ring_release(ring, slot);
-            continue;
+    uct_hipower_ep_check_peer_state(ep);
+    if (iface->config.notify == UCT_HIPOWER_NOTIFY_PULL) {
+        /* While a read of the peer's bitmap is out, our copy is being
+         * overwritten. The read is signaled, so its completion also
+         * publishes every write of ours posted before it. */
+        if (ep->flags & UCT_HIPOWER_EP_FLAG_NOTIFY_READ) {
+            return 0;
         }
-
-        iface->stats.rx_bytes += length;
-        if (am_flags) {
-            /* Only a kept descriptor is ever released */
-            *(uct_recv_desc_t**)UCS_PTR_BYTE_OFFSET(hdr + 1, owner_offset) =
-                    &owner->super;
-        }
-        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id,
-                           hdr + 1, length, "RX: AM slot %u", slot);
-        status = uct_iface_invoke_am(&iface->super, am_id, hdr + 1, length,
-                                     am_flags);
-        if (ucs_likely((status == UCS_OK) || !am_flags)) {
-            /* Without the flag the handler may not keep it (UCT's rule) */
-            hipower_rx_ring_release(ring, slot);
-        } else {
-            owner->held++;
-        }
+        count = uct_hipower_ep_rx_progress(ep);
+        uct_hipower_ep_post_notify_read(ep);
+        return count;
     }
 
+    count = uct_hipower_ep_rx_progress(ep);
+    if (ucs_unlikely(ep->tx.unannounced > 0)) {
+        uct_hipower_ep_announce(ep);
+    }
     return count;
-}
-
-/* uct_iface_release_desc() of a descriptor an AM handler kept */
-static void uct_hipower_ep_release_desc(uct_recv_desc_t *self, void *desc)
-{
-    uct_hipower_rx_owner_t *owner = ucs_derived_of(self, uct_hipower_rx_owner_t);
-    uct_hipower_iface_t *iface    = owner->iface;
-    uint32_t slot;
-
-    slot = UCS_PTR_BYTE_DIFF(iface->arena.base, desc) /
-           iface->config.slot_size - owner->first_slot;
-    ucs_assertv(slot < owner->num_slots, "slot %u num_slots %u", slot,
-                owner->num_slots);
-    owner->held--;
-    if (owner->ep != NULL) {
-        hipower_rx_ring_release(&owner->ep->rx.ring, slot);
-        return;
-    }
-
-    if (owner->held == 0) {
-        /* The endpoint is gone and this was its last descriptor */
-        hipower_arena_free(&iface->arena.slots, owner->first_slot,
-                           owner->num_slots);
-        ucs_free(owner);
-    }
 }
 
 int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    unsigned nwr               = uct_hipower_ep_wrs_per_msg(iface);
     uct_pending_req_priv_queue_t *priv;
     uct_pending_req_t *req;
     ucs_status_t status;
 
     /* Requests go in queue order; each one's own send must not be refused
-     * for the requests still queued behind it */
+     * for the requests still queued behind it. A request that finds no
+     * room stays first; the next completion or recycle lists us again. */
     ep->flags |= UCT_HIPOWER_EP_FLAG_DISPATCHING;
     while (!ucs_queue_is_empty(&ep->pending_q) &&
            !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) &&
-           uct_hipower_ep_has_tx_resources(ep, nwr)) {
+           uct_hipower_ep_has_room(ep, 1)) {
         priv = ucs_queue_head_elem_non_empty(&ep->pending_q,
                                              uct_pending_req_priv_queue_t,
                                              queue_elem);
@@ -856,14 +534,23 @@ ucs_status_t uct_hipower_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
     uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
+    /* Busy only when an active message would go now (the admission of
+     * hipower_ep_am.c): a caller that retries must not be refused again */
     if (ucs_queue_is_empty(&ep->pending_q) &&
+        (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) &&
         !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) &&
-        uct_hipower_ep_has_tx_resources(ep, uct_hipower_ep_wrs_per_msg(iface))) {
+        (hipower_tx_ring_free(&ep->tx.ring) > 0) &&
+        uct_hipower_ep_has_room(ep, uct_hipower_ep_msg_wrs(iface) + 1)) {
         return UCS_ERR_BUSY;
     }
 
     uct_pending_req_queue_push(&ep->pending_q, req);
     UCT_TL_EP_STAT_PEND(&ep->super);
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) {
+        /* Never dispatched: the user purges it */
+        return UCS_OK;
+    }
+
     if (hipower_tx_ring_free(&ep->tx.ring) == 0) {
         /* Nothing else will ask the receiver for slots */
         uct_hipower_ep_post_recycle_read(ep);
@@ -882,23 +569,81 @@ void uct_hipower_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t c
     uct_hipower_ep_del_pending_list(ep);
 }
 
+/* Waits for everything posted so far: a completion after the last user
+ * request (a signaled no-op if the last one was not signaled) */
+static ucs_status_t uct_hipower_ep_flush_wait(uct_hipower_ep_t *ep,
+                                              uct_completion_t *comp)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uct_hipower_tx_op_t *op    = NULL;
+    ucs_status_t status;
+
+    if (comp != NULL) {
+        op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_COMP, comp);
+        if (op == NULL) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+    }
+
+    if (hipower_txq_has_trailing(&ep->txqp.txq)) {
+        /* Nothing signaled after the last requests: post one that is */
+        if (!uct_hipower_ep_has_room(ep, 1)) {
+            if (op != NULL) {
+                uct_hipower_op_release(op);
+            }
+            iface->tx.starved = 1;
+            return UCS_ERR_NO_RESOURCE;
+        }
+        status = uct_hipower_ep_post_nop(ep, &iface->tx.cq_credits, op);
+        if (status != UCS_OK) {
+            if (op != NULL) {
+                uct_hipower_op_release(op);
+            }
+            return status;
+        }
+    } else if (op != NULL) {
+        /* The last request is signaled: complete with it */
+        op->sn        = ep->txqp.txq.sn - 1;
+        op->msg_count = ep->tx.msgs;
+        ucs_queue_push(&ep->txqp.outstanding, &op->queue);
+    }
+
+    return UCS_INPROGRESS;
+}
+
 ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                   uct_completion_t *comp)
 {
     uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
-    uct_hipower_tx_op_t *op;
     ucs_status_t status;
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) {
-        return UCS_ERR_ENDPOINT_TIMEOUT;
+    if (ucs_unlikely(flags & UCT_FLUSH_FLAG_CANCEL)) {
+        /*
+         * UCT: cancel what has not completed and leave the endpoint in
+         * error. The QP goes to error, so its requests complete now
+         * (flushed, UCS_ERR_CANCELED), not after the peer's timeout; the
+         * flush completes after the last of them; no error is reported
+         * for what the user asked for. Pending requests stay for the
+         * user's uct_ep_pending_purge().
+         */
+        if (!(ep->flags & (UCT_HIPOWER_EP_FLAG_CANCELED |
+                           UCT_HIPOWER_EP_FLAG_FAILED))) {
+            ep->flags |= UCT_HIPOWER_EP_FLAG_CANCELED;
+            uct_hipower_ep_set_failed(ep, UCS_ERR_CANCELED);
+        }
+        /* Every user operation has completed (canceled): what the device
+         * still flushes concerns only our own buffers */
+        UCT_TL_EP_STAT_FLUSH(&ep->super);
+        return UCS_OK;
     }
 
-    if (flags & UCT_FLUSH_FLAG_CANCEL) {
-        /* Posted writes cannot be recalled; drop what has not started */
-        uct_hipower_ep_pending_purge(tl_ep, (uct_pending_purge_callback_t)
-                                     ucs_empty_function, NULL);
-    } else if (!ucs_queue_is_empty(&ep->pending_q) &&
-               !(ep->flags & UCT_HIPOWER_EP_FLAG_DISPATCHING)) {
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) {
+        return (ep->flags & UCT_HIPOWER_EP_FLAG_CANCELED) ?
+               UCS_ERR_CANCELED : UCS_ERR_ENDPOINT_TIMEOUT;
+    }
+
+    if (!ucs_queue_is_empty(&ep->pending_q) &&
+        !(ep->flags & UCT_HIPOWER_EP_FLAG_DISPATCHING)) {
         return UCS_ERR_NO_RESOURCE;
     }
 
@@ -907,30 +652,16 @@ ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
         return status;
     }
 
-    if ((int64_t)(ep->tx.acked_sn - ep->tx.user_end_sn) >= 0) {
+    if ((int64_t)(ep->txqp.txq.acked_sn - ep->tx.user_end_sn) >= 0) {
         UCT_TL_EP_STAT_FLUSH(&ep->super);
         return UCS_OK;
     }
 
-    if (ep->tx.unsignaled > 0) {
-        /* Nothing signaled after the last writes: post a WR that is */
-        status = uct_hipower_ep_post_nop(ep, comp);
-        if (status != UCS_OK) {
-            return status;
-        }
-    } else if (comp != NULL) {
-        /* The last WR is signaled: complete with it */
-        op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_COMP, comp);
-        if (op == NULL) {
-            return UCS_ERR_NO_RESOURCE;
-        }
-        op->sn        = ep->tx.sn - 1;
-        op->msg_count = ep->tx.msgs;
-        ucs_queue_push(&ep->tx.outstanding, &op->queue);
+    status = uct_hipower_ep_flush_wait(ep, comp);
+    if (status == UCS_INPROGRESS) {
+        UCT_TL_EP_STAT_FLUSH_WAIT(&ep->super);
     }
-
-    UCT_TL_EP_STAT_FLUSH_WAIT(&ep->super);
-    return UCS_INPROGRESS;
+    return status;
 }
 
 /*
@@ -943,25 +674,32 @@ ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
 ucs_status_t uct_hipower_ep_check(uct_ep_h tl_ep, unsigned flags,
                                   uct_completion_t *comp)
 {
-    uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
-    /* Unsignaled requests alone never report: they need a signaled one */
     if ((ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
         !(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
-        (ep->tx.signaled > 0)) {
+        ((hipower_txq_outstanding(&ep->txqp.txq) > 0) &&
+         !hipower_txq_has_trailing(&ep->txqp.txq))) {
         return UCS_OK;
     }
 
-    return uct_hipower_ep_post_nop(ep, NULL);
+    /* Unsignaled requests alone never report: they need a signaled one */
+    if (!uct_hipower_ep_has_room(ep, 1)) {
+        iface->tx.starved = 1;
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return uct_hipower_ep_post_nop(ep, &iface->tx.cq_credits, NULL);
 }
 
 ucs_status_t uct_hipower_ep_fence(uct_ep_h tl_ep, unsigned flags)
 {
-    uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
-    /* RDMA_WRITEs on one QP are already ordered; the fence matters for the
-     * reads that may follow */
-    ep->flags |= UCT_HIPOWER_EP_FLAG_FENCE;
+    /* The next request waits for the READs and atomics before it (RDMA
+     * writes on one QP are ordered anyway) */
+    ep->fence_beat = iface->tx.fence_beat - 1;
     UCT_TL_EP_STAT_FENCE(&ep->super);
     return UCS_OK;
 }
@@ -972,17 +710,17 @@ ucs_status_t uct_hipower_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uct_hipower_ep_addr_t *ep_addr = (uct_hipower_ep_addr_t*)addr;
 
-    ep_addr->qp_num          = ep->qp->qp_num;
+    ep_addr->qp_num          = ep->txqp.qp->qp_num;
     ep_addr->slots_addr      = (uintptr_t)ep->rx.slots;
     ep_addr->slots_rkey      = ep->rx.mr->rkey;
     ep_addr->num_slots       = ep->rx.ring.num_slots;
-    ep_addr->slot_size       = iface->config.slot_size;
+    ep_addr->slot_stride     = iface->config.layout.stride;
+    ep_addr->slot_room       = iface->config.layout.room;
+    ep_addr->hdr_offset      = iface->config.layout.hdr_offset;
     ep_addr->ctrl_read_addr  = (uintptr_t)ep->ctrl->consumed;
     ep_addr->ctrl_read_rkey  = ep->ctrl_read_mr->rkey;
     ep_addr->ctrl_write_addr = (uintptr_t)ep->ctrl->written_view;
-    ep_addr->ctrl_write_rkey = (iface->config.notify == UCT_HIPOWER_NOTIFY_PUSH) ?
-                               ep->ctrl_write_mr->rkey : 0;
-    ep_addr->data_offset     = iface->config.data_offset;
+    ep_addr->ctrl_write_rkey = ep->ctrl_write_mr->rkey;
     ep_addr->notify          = iface->config.notify;
     ep_addr->path_mtu        = iface->config.path_mtu;
     return UCS_OK;
@@ -1000,6 +738,12 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     enum ibv_mtu path_mtu;
     ucs_status_t status;
 
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": already connected",
+                  UCT_HIPOWER_EP_ARG(ep));
+        return UCS_ERR_INVALID_PARAM;
+    }
+
     ep->peer.qp_num = ep_addr->qp_num;
     if (ep_addr->notify != iface->config.notify) {
         ucs_error(UCT_HIPOWER_EP_FMT ": the peer uses UCX_HIPOWER_NOTIFY=%s, "
@@ -1011,31 +755,29 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
         return UCS_ERR_UNREACHABLE;
     }
 
-    if ((ep_addr->slot_size != iface->config.slot_size) ||
-        (ep_addr->num_slots == 0) ||
-        (ep_addr->num_slots > UCT_HIPOWER_MAX_SLOTS)) {
-        ucs_error(UCT_HIPOWER_EP_FMT ": the peer offers %u slots of %u bytes; "
-                  "this process uses UCX_HIPOWER_SLOT_SIZE=%zu and at most %u "
-                  "slots: set the same UCX_HIPOWER_SLOT_SIZE on both sides",
+    /* Any layout of the peer's slots works, as long as each has room for
+     * the largest message this interface advertises */
+    if ((ep_addr->num_slots == 0) ||
+        (ep_addr->num_slots > UCT_HIPOWER_MAX_SLOTS) ||
+        ((uint64_t)ep_addr->hdr_offset + ep_addr->slot_room >
+         ep_addr->slot_stride) ||
+        (ep_addr->slot_room <
+         iface->config.max_payload + HIPOWER_SLOT_HDR_SIZE)) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": the peer offers %u slots with room "
+                  "for %u bytes each; this process sends up to %zu bytes "
+                  "(UCX_HIPOWER_SLOT_SIZE=%zu) and uses at most %u slots: "
+                  "set the same UCX_HIPOWER_SLOT_SIZE on both sides",
                   UCT_HIPOWER_EP_ARG(ep), ep_addr->num_slots,
-                  ep_addr->slot_size, iface->config.slot_size,
+                  ep_addr->slot_room, iface->config.max_payload +
+                  HIPOWER_SLOT_HDR_SIZE, iface->config.slot_size,
                   UCT_HIPOWER_MAX_SLOTS);
         return UCS_ERR_UNREACHABLE;
     }
 
-    if (ep_addr->data_offset + HIPOWER_SLOT_HDR_SIZE +
-        iface->config.max_payload > ep_addr->slot_size) {
-        ucs_error(UCT_HIPOWER_EP_FMT ": the peer reserves %u bytes of each "
-                  "slot for its receive headroom, this process %zu: the "
-                  "largest message would not fit", UCT_HIPOWER_EP_ARG(ep),
-                  ep_addr->data_offset, iface->config.data_offset);
-        return UCS_ERR_UNREACHABLE;
-    }
-
-    ep->peer.data_offset       = ep_addr->data_offset;
+    ep->peer.hdr_offset        = ep_addr->hdr_offset;
+    ep->peer.slot_stride       = ep_addr->slot_stride;
     ep->peer.slots_addr        = ep_addr->slots_addr;
     ep->peer.slots_rkey        = ep_addr->slots_rkey;
-    ep->peer.slot_size         = ep_addr->slot_size;
     ep->peer.consumed_addr     = ep_addr->ctrl_read_addr;
     ep->peer.published_addr    = ep_addr->ctrl_read_addr +
                                  ucs_offsetof(uct_hipower_ep_ctrl_t, published);
@@ -1044,6 +786,9 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     ep->peer.sleep_gen_addr    = ep_addr->ctrl_write_addr +
                                  UCT_HIPOWER_CTRL_SPAN(written_view,
                                                        peer_sleep_gen);
+    ep->peer.state_addr        = ep_addr->ctrl_write_addr +
+                                 UCT_HIPOWER_CTRL_SPAN(written_view,
+                                                       peer_state);
     ep->peer.ctrl_read_rkey    = ep_addr->ctrl_read_rkey;
     ep->peer.written_view_addr = ep_addr->ctrl_write_addr;
     ep->peer.ctrl_write_rkey   = ep_addr->ctrl_write_rkey;
@@ -1053,16 +798,16 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
                                              iface->config.recycle_threshold));
 
     path_mtu = ucs_min(iface->config.path_mtu, (enum ibv_mtu)ep_addr->path_mtu);
-    status   = uct_hipower_qp_connect(iface, ep->qp, peer_dev, ep_addr->qp_num,
-                                      path_mtu);
+    status   = uct_hipower_qp_connect(iface, ep->txqp.qp, peer_dev,
+                                      ep_addr->qp_num, path_mtu);
     if (status != UCS_OK) {
         return status;
     }
 
     ep->flags |= UCT_HIPOWER_EP_FLAG_CONNECTED;
-    ucs_debug(UCT_HIPOWER_EP_FMT ": connected, %u peer slots of %u bytes, "
+    ucs_debug(UCT_HIPOWER_EP_FMT ": connected, %u peer slots %u bytes apart, "
               "recycle below %u free", UCT_HIPOWER_EP_ARG(ep),
-              ep_addr->num_slots, ep_addr->slot_size, ep->tx.threshold);
+              ep_addr->num_slots, ep_addr->slot_stride, ep->tx.threshold);
     return UCS_OK;
 }
 
@@ -1070,7 +815,6 @@ static ucs_status_t uct_hipower_ep_reg_ctrl(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
-    int write_access;
     ucs_status_t status;
 
     /* The peer reads our consumed bitmap (recycle) and, in pull mode, our
@@ -1085,14 +829,14 @@ static ucs_status_t uct_hipower_ep_reg_ctrl(uct_hipower_ep_t *ep)
         return status;
     }
 
-    write_access = IBV_ACCESS_LOCAL_WRITE;
-    if (iface->config.notify == UCT_HIPOWER_NOTIFY_PUSH) {
-        write_access |= IBV_ACCESS_REMOTE_WRITE;
-    }
+    /* The peer writes its bitmap words (push), our sleep generation and
+     * its state: all of them concern only its own messages */
     status = uct_hipower_md_reg_internal(md, ep->ctrl->written_view,
                                          UCT_HIPOWER_CTRL_SPAN(written_view,
                                                                peer_consumed),
-                                         write_access, "written-bitmap view",
+                                         IBV_ACCESS_LOCAL_WRITE |
+                                         IBV_ACCESS_REMOTE_WRITE,
+                                         "peer-writable words",
                                          &ep->ctrl_write_mr);
     if (status != UCS_OK) {
         goto err_dereg_read;
@@ -1111,137 +855,121 @@ static ucs_status_t uct_hipower_ep_reg_ctrl(uct_hipower_ep_t *ep)
     return UCS_OK;
 
 err_dereg_write:
-    uct_hipower_md_dereg_internal(md, ep->ctrl_write_mr, "written-bitmap view");
+    uct_hipower_md_dereg_internal(md, ep->ctrl_write_mr, "peer-writable words");
 err_dereg_read:
     uct_hipower_md_dereg_internal(md, ep->ctrl_read_mr, "peer-readable bitmaps");
     return status;
 }
 
-static void uct_hipower_ep_dereg_ctrl(uct_hipower_ep_t *ep)
+/* What the peer may access: read bitmaps, write words, write slots */
+static void uct_hipower_ep_dereg_peer_access(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
 
-    uct_hipower_md_dereg_internal(md, ep->ctrl_local_mr, "local bitmaps");
-    uct_hipower_md_dereg_internal(md, ep->ctrl_write_mr, "written-bitmap view");
+    uct_hipower_md_dereg_internal(md, ep->ctrl_write_mr, "peer-writable words");
     uct_hipower_md_dereg_internal(md, ep->ctrl_read_mr, "peer-readable bitmaps");
 }
 
-/* Carves this endpoint's receive slots out of the arena and lets the peer
- * (and only the peer, by the rkey it gets) write into them */
+/*
+ * Carves this endpoint's receive slots out of the arena and lets the peer
+ * (and only the peer, by the rkey it gets) write into them. While fewer
+ * than UCX_HIPOWER_MAX_EPS endpoints exist, room for the others to come
+ * is kept: they get at least MIN_SLOTS each.
+ */
 static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
-    uct_hipower_rx_owner_t *owner;
-    uint32_t first, count;
+    size_t stride        = iface->config.layout.stride;
+    uint32_t first, count, keep;
     ucs_status_t status;
 
-    status = hipower_arena_alloc(&iface->arena.slots,
-                                 iface->config.slots_per_ep,
-                                 iface->config.min_slots_per_ep, &first,
-                                 &count);
+    keep   = (iface->num_eps + 1 < iface->config.max_eps) ?
+             (iface->config.max_eps - iface->num_eps - 1) *
+             iface->config.min_slots_per_ep : 0;
+    status = hipower_arena_alloc_keep(&iface->arena.slots,
+                                      iface->config.slots_per_ep,
+                                      iface->config.min_slots_per_ep, keep,
+                                      &first, &count);
     if (status != UCS_OK) {
-        ucs_error("hipower %s: cannot create an endpoint: fewer than "
-                  "UCX_HIPOWER_MIN_SLOTS=%u contiguous receive slots left in "
-                  "the UCX_HIPOWER_MEM_BUDGET=%zu arena (%u free in total); "
-                  "raise the budget or lower UCX_HIPOWER_SLOTS",
-                  iface->dev_name, iface->config.min_slots_per_ep,
-                  iface->arena.size,
+        ucs_error("hipower %s: cannot create endpoint number %u: no run of "
+                  "UCX_HIPOWER_MIN_SLOTS=%u receive slots is left in the "
+                  "UCX_HIPOWER_MEM_BUDGET=%zu arena (%u slots free in all); "
+                  "raise the budget or lower UCX_HIPOWER_MIN_SLOTS",
+                  iface->dev_name, iface->num_eps + 1,
+                  iface->config.min_slots_per_ep, iface->arena.size,
                   hipower_arena_free_slots(&iface->arena.slots));
         return UCS_ERR_NO_MEMORY;
     }
 
     if (count < iface->config.slots_per_ep) {
-        ucs_debug("hipower %s: memory budget short, endpoint gets %u of %u "
-                  "slots", iface->dev_name, count,
-                  iface->config.slots_per_ep);
+        ucs_debug("hipower %s: endpoint %u gets %u of %u slots, room kept "
+                  "for %u more", iface->dev_name, iface->num_eps + 1, count,
+                  iface->config.slots_per_ep,
+                  keep / iface->config.min_slots_per_ep);
     }
 
-    owner = ucs_calloc(1, sizeof(*owner), "hipower rx owner");
-    if (owner == NULL) {
-        status = UCS_ERR_NO_MEMORY;
-        goto err_free_slots;
-    }
-
-    owner->super.cb   = uct_hipower_ep_release_desc;
-    owner->ep         = ep;
-    owner->iface      = iface;
-    owner->first_slot = first;
-    owner->num_slots  = count;
-    ep->rx.owner      = owner;
+    ep->rx.first_slot = first;
     ep->rx.slots      = UCS_PTR_BYTE_OFFSET(iface->arena.base,
-                                            (size_t)first *
-                                            iface->config.slot_size);
+                                            (size_t)first * stride);
     hipower_rx_ring_init(&ep->rx.ring, count, ep->ctrl->consumed);
 
     status = uct_hipower_md_reg_internal(md, ep->rx.slots,
-                                         (size_t)count * iface->config.slot_size,
+                                         (size_t)count * stride,
                                          IBV_ACCESS_LOCAL_WRITE |
                                          IBV_ACCESS_REMOTE_WRITE,
                                          "receive slots", &ep->rx.mr);
     if (status != UCS_OK) {
-        goto err_free_owner;
+        hipower_arena_free(&iface->arena.slots, first, count);
+        return status;
     }
 
     return UCS_OK;
-
-err_free_owner:
-    ucs_free(owner);
-err_free_slots:
-    hipower_arena_free(&iface->arena.slots, first, count);
-    return status;
 }
 
+/* The slots go back at once: their registration is gone, so the peer can
+ * no longer write them, whatever its QP still sends */
 static void uct_hipower_ep_free_rx(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
-    uct_hipower_rx_owner_t *owner = ep->rx.owner;
 
     uct_hipower_md_dereg_internal(md, ep->rx.mr, "receive slots");
-    if (owner->held > 0) {
-        /* The user still holds descriptors: the slots stay taken until the
-         * last one is released */
-        ucs_debug("hipower %s: ep %p destroyed with %u descriptors held",
-                  iface->dev_name, ep, owner->held);
-        owner->ep = NULL;
-        return;
-    }
-
-    hipower_arena_free(&iface->arena.slots, owner->first_slot,
-                       owner->num_slots);
-    ucs_free(owner);
+    hipower_arena_free(&iface->arena.slots, ep->rx.first_slot,
+                       ep->rx.ring.num_slots);
 }
 
 static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
 {
     uct_hipower_iface_t *iface = ucs_derived_of(params->iface,
                                                 uct_hipower_iface_t);
+    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
     ucs_status_t status;
     khiter_t iter;
     int ret;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
 
-    self->flags           = 0;
-    self->tx.sn           = 0;
-    self->tx.acked_sn     = 0;
-    self->tx.user_end_sn  = 0;
-    self->tx.unannounced  = 0;
-    self->tx.announce_word = 0;
-    self->tx.unsignaled   = 0;
-    self->tx.signaled     = 0;
-    self->tx.published    = 0;
-    self->tx.publish_slot = 0;
-    self->tx.msgs         = 0;
-    self->tx.woken_gen    = 0;
-    self->rx.delivered    = 0;
+    self->flags               = 0;
+    self->fence_beat          = iface->tx.fence_beat;
+    self->tx.user_end_sn      = 0;
+    self->tx.unannounced      = 0;
+    self->tx.announce_word    = 0;
+    self->tx.published        = 0;
+    self->tx.publish_slot     = 0;
+    self->tx.msgs             = 0;
+    /* The first bitmap write always wakes the peer: it may have gone to
+     * sleep before it knew we would send (see hipower_event.c) */
+    self->tx.woken_gen        = UINT64_MAX;
+    self->rx.delivered        = 0;
     self->event.posted_gen    = 0;
     self->event.confirmed_gen = 0;
-    self->tx.sq_available = iface->config.tx_queue_len;
-    self->peer.qp_num     = 0;
-    ucs_queue_head_init(&self->tx.outstanding);
+    self->peer.qp_num         = 0;
+    self->txqp.is_gc          = 0;
+    self->txqp.recvs          = 0;
+    hipower_txq_init(&self->txqp.txq, iface->config.tx_queue_len);
+    ucs_queue_head_init(&self->txqp.outstanding);
     ucs_queue_head_init(&self->pending_q);
     /* Until connected the ring has no slots, so nothing can be sent */
     memset(&self->tx.ring, 0, sizeof(self->tx.ring));
@@ -1263,61 +991,270 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
         goto err_dereg_ctrl;
     }
 
-    status = uct_hipower_qp_create(iface, &self->qp);
+    status = uct_hipower_qp_create(iface, &self->txqp.qp);
     if (status != UCS_OK) {
         goto err_free_rx;
     }
 
-    status = uct_hipower_ep_post_event_recvs(self, UCT_HIPOWER_EVENT_RECVS);
-    if (status != UCS_OK) {
-        goto err_destroy_qp;
+    if (iface->event.rx_cq != NULL) {
+        status = uct_hipower_ep_post_event_recvs(self, UCT_HIPOWER_EVENT_RECVS);
+        if (status != UCS_OK) {
+            goto err_destroy_qp;
+        }
+        self->flags |= UCT_HIPOWER_EP_FLAG_FIRST_IMM;
     }
 
-    iter = kh_put(uct_hipower_qp_ep, &iface->qp_eps, self->qp->qp_num, &ret);
+    iter = kh_put(uct_hipower_qp_ep, &iface->qp_eps, self->txqp.qp->qp_num,
+                  &ret);
     if (ret == -1) {
         status = UCS_ERR_NO_MEMORY;
         goto err_destroy_qp;
     }
-    kh_value(&iface->qp_eps, iter) = self;
+    kh_value(&iface->qp_eps, iter) = &self->txqp;
     ucs_list_add_tail(&iface->ep_list, &self->list);
+    ++iface->num_eps;
+    /* A credit of the CQ for the request that ends the QP in order
+     * (uct_hipower_ep_end_qp()), taken now so that it is always there */
+    --iface->tx.cq_credits;
 
     ucs_debug("hipower %s: ep %p qp 0x%x, %u receive slots", iface->dev_name,
-              self, self->qp->qp_num, self->rx.ring.num_slots);
+              self, self->txqp.qp->qp_num, self->rx.ring.num_slots);
     return UCS_OK;
 
 err_destroy_qp:
-    uct_hipower_qp_destroy(iface, self->qp);
+    uct_hipower_qp_destroy(iface, self->txqp.qp);
 err_free_rx:
     uct_hipower_ep_free_rx(self);
 err_dereg_ctrl:
-    uct_hipower_ep_dereg_ctrl(self);
+    uct_hipower_ep_dereg_peer_access(self);
+    uct_hipower_md_dereg_internal(md, self->ctrl_local_mr, "local bitmaps");
 err_free_ctrl:
     ucs_free(self->ctrl);
     return status;
 }
 
-static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
+static void uct_hipower_qp_gc_free(uct_hipower_qp_gc_t *gc)
 {
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(self);
+    uct_hipower_iface_t *iface = gc->iface;
+    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
     khiter_t iter;
 
-    uct_hipower_ep_pending_purge(&self->super.super,
-                                 (uct_pending_purge_callback_t)
-                                 ucs_empty_function, NULL);
-    ucs_list_del(&self->list);
-    iter = kh_get(uct_hipower_qp_ep, &iface->qp_eps, self->qp->qp_num);
+    iter = kh_get(uct_hipower_qp_ep, &iface->qp_eps, gc->txqp.qp->qp_num);
     if (iter != kh_end(&iface->qp_eps)) {
         kh_del(uct_hipower_qp_ep, &iface->qp_eps, iter);
     }
 
-    /* Work requests still in flight will never be seen by this endpoint:
-     * their CQEs are dropped by QP number; once the QP is gone the device
-     * no longer reads their buffers, so their completions run now */
-    uct_hipower_qp_destroy(iface, self->qp);
-    uct_hipower_ep_purge_outstanding(self, UCS_ERR_CANCELED);
+    uct_hipower_qp_destroy(iface, gc->txqp.qp);
+    uct_hipower_txqp_drop_ops(&gc->txqp, UINT64_MAX / 2);
+    iface->tx.cq_credits        += gc->reserve;
+    iface->event.rx_expected    -= gc->txqp.recvs;
+    uct_hipower_md_dereg_internal(md, gc->ctrl_local_mr, "local bitmaps");
+    ucs_free(gc->ctrl);
+    ucs_list_del(&gc->list);
+    --iface->num_gc;
+    iface->stats.qps_drained++;
+    ucs_free(gc);
+}
+
+/* Whether the QP of a destroyed endpoint is done: no request and no
+ * receive of it can complete any more */
+static int uct_hipower_qp_gc_done(uct_hipower_qp_gc_t *gc)
+{
+    return gc->in_error && (hipower_txq_outstanding(&gc->txqp.txq) == 0) &&
+           (gc->txqp.recvs == 0);
+}
+
+static void uct_hipower_qp_gc_check(uct_hipower_qp_gc_t *gc)
+{
+    if (!gc->in_error && (hipower_txq_outstanding(&gc->txqp.txq) == 0)) {
+        /* The goodbye arrived (or failed): flush the receives */
+        uct_hipower_qp_to_error(gc->iface, gc->txqp.qp);
+        gc->in_error = 1;
+    }
+
+    if (uct_hipower_qp_gc_done(gc)) {
+        uct_hipower_qp_gc_free(gc);
+    }
+}
+
+void uct_hipower_gc_tx_completion(uct_hipower_txqp_t *txqp, struct ibv_wc *wc)
+{
+    uct_hipower_qp_gc_t *gc = ucs_container_of(txqp, uct_hipower_qp_gc_t, txqp);
+
+    hipower_txq_completed(&txqp->txq, wc->wr_id, &gc->iface->tx.cq_credits);
+    uct_hipower_txqp_drop_ops(txqp, wc->wr_id);
+    uct_hipower_qp_gc_check(gc);
+}
+
+void uct_hipower_gc_rx_completion(uct_hipower_txqp_t *txqp)
+{
+    uct_hipower_qp_gc_t *gc = ucs_container_of(txqp, uct_hipower_qp_gc_t, txqp);
+
+    ucs_assert(txqp->recvs > 0);
+    --txqp->recvs;
+    --gc->iface->event.rx_expected;
+    uct_hipower_qp_gc_check(gc);
+}
+
+void uct_hipower_iface_gc_progress(uct_hipower_iface_t *iface, int force)
+{
+    uct_hipower_qp_gc_t *gc, *tmp;
+
+    ucs_list_for_each_safe(gc, tmp, &iface->gc_list, list) {
+        if (force || uct_hipower_qp_gc_done(gc)) {
+            uct_hipower_qp_gc_free(gc);
+        }
+    }
+}
+
+/* Writes "closed" into the peer's state word: one signaled inline write */
+static int uct_hipower_ep_post_goodbye(uct_hipower_ep_t *ep, int *reserve)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uint64_t state             = UCT_HIPOWER_PEER_STATE_CLOSED;
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    int ret;
+
+    sge.addr               = (uintptr_t)&state;  /* Inline: copied now */
+    sge.length             = sizeof(state);
+    sge.lkey               = 0;
+    wr.opcode              = IBV_WR_RDMA_WRITE;
+    wr.send_flags          = IBV_SEND_INLINE;
+    wr.sg_list             = &sge;
+    wr.num_sge             = 1;
+    wr.wr.rdma.remote_addr = ep->peer.state_addr;
+    wr.wr.rdma.rkey        = ep->peer.ctrl_write_rkey;
+    if (uct_hipower_txqp_post(iface, &ep->txqp, &wr, &wr, 1, 1, reserve,
+                              &ret) != 1) {
+        ucs_debug(UCT_HIPOWER_EP_FMT ": cannot post the goodbye: %s",
+                  UCT_HIPOWER_EP_ARG(ep), strerror(ret));
+        return 0;
+    }
+
+    iface->stats.goodbyes++;
+    return 1;
+}
+
+/*
+ * Ends the endpoint's QP in order. Its user operations are canceled now
+ * (UCS_ERR_CANCELED), after the QP stopped, so that the device no longer
+ * touches their buffers. What the device may still do with the QP is
+ * waited for by a QP record (uct_hipower_qp_gc_t), which owns the QP, the
+ * READ targets and the requests' buffers until their completions arrived.
+ */
+static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
+    int reserve          = 1;  /* The credit taken at creation */
+    uct_hipower_qp_gc_t *gc;
+    int goodbye          = 0;
+    khiter_t iter;
+
+    if (uct_hipower_ep_may_initiate(ep) &&
+        (hipower_txq_outstanding(&ep->txqp.txq) == 0) &&
+        (iface->num_gc < iface->config.max_eps)) {
+        /* Idle, peer alive and ready: tell it we are gone, so that it
+         * stops what it sends of its own accord, without an error */
+        goodbye = uct_hipower_ep_post_goodbye(ep, &reserve);
+    } else if (hipower_txq_has_trailing(&ep->txqp.txq) &&
+               !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+        /* The last requests are unsignaled: if they completed, nothing
+         * would say so. A signaled one after them always completes. */
+        uct_hipower_ep_post_nop(ep, &reserve, NULL);
+    }
+
+    if (!goodbye) {
+        uct_hipower_qp_to_error(iface, ep->txqp.qp);
+    }
+    uct_hipower_ep_cancel_ops(ep, UCS_ERR_CANCELED);
+
+    if (!goodbye && (hipower_txq_outstanding(&ep->txqp.txq) == 0) &&
+        (ep->txqp.recvs == 0)) {
+        /* Nothing to wait for */
+        iter = kh_get(uct_hipower_qp_ep, &iface->qp_eps, ep->txqp.qp->qp_num);
+        if (iter != kh_end(&iface->qp_eps)) {
+            kh_del(uct_hipower_qp_ep, &iface->qp_eps, iter);
+        }
+        uct_hipower_qp_destroy(iface, ep->txqp.qp);
+        iface->tx.cq_credits += reserve;
+        uct_hipower_md_dereg_internal(md, ep->ctrl_local_mr, "local bitmaps");
+        ucs_free(ep->ctrl);
+        return;
+    }
+
+    gc = ucs_malloc(sizeof(*gc), "hipower qp gc");
+    if (gc == NULL) {
+        /* Cannot wait for it: end it now, losing the completions */
+        ucs_warn("hipower %s: no memory to drain qp 0x%x, destroying it "
+                 "with %u requests out", iface->dev_name,
+                 ep->txqp.qp->qp_num,
+                 hipower_txq_outstanding(&ep->txqp.txq));
+        iter = kh_get(uct_hipower_qp_ep, &iface->qp_eps, ep->txqp.qp->qp_num);
+        if (iter != kh_end(&iface->qp_eps)) {
+            kh_del(uct_hipower_qp_ep, &iface->qp_eps, iter);
+        }
+        uct_hipower_qp_destroy(iface, ep->txqp.qp);
+        uct_hipower_txqp_drop_ops(&ep->txqp, UINT64_MAX / 2);
+        iface->tx.cq_credits += reserve +
+                                hipower_txq_outstanding(&ep->txqp.txq);
+        uct_hipower_md_dereg_internal(md, ep->ctrl_local_mr, "local bitmaps");
+        ucs_free(ep->ctrl);
+        return;
+    }
+
+    gc->txqp               = ep->txqp;
+    gc->txqp.is_gc         = 1;
+    ucs_queue_head_init(&gc->txqp.outstanding);
+    ucs_queue_splice(&gc->txqp.outstanding, &ep->txqp.outstanding);
+    gc->iface              = iface;
+    gc->ctrl               = ep->ctrl;
+    gc->ctrl_local_mr      = ep->ctrl_local_mr;
+    gc->in_error           = !goodbye;
+    gc->reserve            = reserve;
+    /* Its receives are flushed into the wake-up CQ: poll it until then */
+    iface->event.rx_expected += gc->txqp.recvs;
+    ucs_list_add_tail(&iface->gc_list, &gc->list);
+    ++iface->num_gc;
+
+    iter = kh_get(uct_hipower_qp_ep, &iface->qp_eps, gc->txqp.qp->qp_num);
+    ucs_assert(iter != kh_end(&iface->qp_eps));
+    kh_value(&iface->qp_eps, iter) = &gc->txqp;
+}
+
+static void uct_hipower_ep_pending_purge_warn(uct_pending_req_t *req,
+                                              void *arg)
+{
+    uct_hipower_ep_t *ep = arg;
+
+    ucs_warn(UCT_HIPOWER_EP_FMT ": pending request %p (%s) was not purged "
+             "before the endpoint was destroyed", UCT_HIPOWER_EP_ARG(ep), req,
+             ucs_debug_get_symbol_name(req->func));
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(self);
+
+    ucs_debug(UCT_HIPOWER_EP_FMT ": destroy, %u requests out",
+              UCT_HIPOWER_EP_ARG(self),
+              hipower_txq_outstanding(&self->txqp.txq));
+    /* UCT: the user purges pending requests before destroying */
+    uct_hipower_ep_pending_purge(&self->super.super,
+                                 uct_hipower_ep_pending_purge_warn, self);
+    ucs_list_del(&self->list);
+    --iface->num_eps;
+    if (self->flags & UCT_HIPOWER_EP_FLAG_FIRST_IMM) {
+        if (self->rx.delivered > 0) {
+            --iface->event.rx_expected;
+        }
+    }
+
+    /* The peer can no longer reach our memory; the QP drains apart */
     uct_hipower_ep_free_rx(self);
-    uct_hipower_ep_dereg_ctrl(self);
-    ucs_free(self->ctrl);
+    uct_hipower_ep_dereg_peer_access(self);
+    uct_hipower_ep_end_qp(self);
 }
 
 UCS_CLASS_DEFINE(uct_hipower_ep_t, uct_base_ep_t);

@@ -5,6 +5,7 @@
 #define UCT_HIPOWER_EP_H_
 
 #include "hipower_iface.h"
+#include "hipower_txq.h"
 
 #include <uct/base/uct_iov.inl>
 #include <ucs/arch/cpu.h>
@@ -14,28 +15,50 @@ enum {
     UCT_HIPOWER_EP_FLAG_CONNECTED      = UCS_BIT(0),
     UCT_HIPOWER_EP_FLAG_RECYCLE_READ   = UCS_BIT(1), /* Recycle READ posted */
     UCT_HIPOWER_EP_FLAG_NOTIFY_READ    = UCS_BIT(2), /* Pull READ posted */
-    UCT_HIPOWER_EP_FLAG_FENCE          = UCS_BIT(3), /* Fence the next WR */
     UCT_HIPOWER_EP_FLAG_PENDING_LISTED = UCS_BIT(4), /* In iface pending_eps */
     UCT_HIPOWER_EP_FLAG_FAILED         = UCS_BIT(5),
-    UCT_HIPOWER_EP_FLAG_DISPATCHING    = UCS_BIT(6)  /* Pending dispatch runs */
+    UCT_HIPOWER_EP_FLAG_DISPATCHING    = UCS_BIT(6), /* Pending dispatch runs */
+    /* The peer's QP is known to be ready (it wrote to us, or a request of
+     * ours completed): only then does the transport send anything of its
+     * own accord (pull reads, sleep handshakes, goodbye) */
+    UCT_HIPOWER_EP_FLAG_PEER_READY     = UCS_BIT(7),
+    /* The peer destroyed its endpoint in order (it wrote "closed"): no
+     * more transport-initiated traffic to it, and no error for it */
+    UCT_HIPOWER_EP_FLAG_PEER_CLOSED    = UCS_BIT(8),
+    UCT_HIPOWER_EP_FLAG_CANCELED       = UCS_BIT(9), /* flush(CANCEL) ran */
+    UCT_HIPOWER_EP_FLAG_HELLO_SENT     = UCS_BIT(10),/* Pull: "ready" written */
+    UCT_HIPOWER_EP_FLAG_FIRST_IMM      = UCS_BIT(11) /* Peer's first-contact
+                                                        wake-up still due */
 };
 
 
-/* Largest zero-copy iov and AM header */
-#define UCT_HIPOWER_MAX_IOV          8
-#define UCT_HIPOWER_MAX_ZCOPY_HDR    128
 
-struct uct_hipower_rx_owner;
+/*
+ * The work requests of one QP in flight. Embedded in a live endpoint; when
+ * the endpoint is destroyed with requests (or receives) outstanding, it
+ * moves into a uct_hipower_qp_gc_t that keeps the QP and the buffers the
+ * device may still touch until every completion has arrived, so that a
+ * completion never reaches memory or an endpoint it does not belong to,
+ * and the QP number is not reused before.
+ */
+typedef struct uct_hipower_txqp {
+    struct ibv_qp                *qp;
+    hipower_txq_t                txq;
+    ucs_queue_head_t             outstanding;  /* uct_hipower_tx_op_t, by sn */
+    unsigned                     recvs;        /* Wake-up receives posted */
+    uint8_t                      is_gc;        /* 0: part of a live endpoint */
+} uct_hipower_txqp_t;
 
 
 typedef struct uct_hipower_ep {
     uct_base_ep_t                super;
-    struct ibv_qp                *qp;
+    uct_hipower_txqp_t           txqp;
     uct_hipower_ep_ctrl_t        *ctrl;
     struct ibv_mr                *ctrl_read_mr;
     struct ibv_mr                *ctrl_write_mr;
     struct ibv_mr                *ctrl_local_mr;
     uint32_t                     flags;
+    uint32_t                     fence_beat;   /* Iface fence seen last */
     ucs_list_link_t              list;         /* In iface->ep_list */
     ucs_list_link_t              pending_list; /* In iface->pending_eps */
     ucs_queue_head_t             pending_q;
@@ -44,7 +67,7 @@ typedef struct uct_hipower_ep {
         hipower_rx_ring_t        ring;
         void                     *slots;
         struct ibv_mr            *mr;          /* REMOTE_WRITE, our slots */
-        struct uct_hipower_rx_owner *owner;    /* For release_desc */
+        uint32_t                 first_slot;   /* In the arena */
         uint64_t                 delivered;    /* Messages taken from the ring */
     } rx;
 
@@ -54,16 +77,10 @@ typedef struct uct_hipower_ep {
         uint64_t                 msgs;         /* Messages posted */
         uint64_t                 published;    /* Pull: messages published */
         uint32_t                 publish_slot; /* Pull: next slot to publish */
-        uint16_t                 sq_available; /* Free send queue entries */
-        uint16_t                 unsignaled;   /* WRs since last signaled */
-        uint16_t                 signaled;     /* Signaled WRs in flight */
-        uint64_t                 sn;           /* Of the next work request */
-        uint64_t                 acked_sn;     /* All WRs before it are done */
         uint64_t                 user_end_sn;  /* WRs of user ops end here */
         uint32_t                 unannounced;  /* Push: messages not announced */
         uint32_t                 announce_word; /* Push: their bitmap word */
         uint64_t                 woken_gen;    /* Peer sleep gen we woke */
-        ucs_queue_head_t         outstanding;  /* uct_hipower_tx_op_t */
     } tx;
 
     struct {
@@ -74,12 +91,13 @@ typedef struct uct_hipower_ep {
     struct {
         uint64_t                 slots_addr;
         uint32_t                 slots_rkey;
-        uint32_t                 slot_size;
-        uint32_t                 data_offset;  /* Header + data start here */
+        uint32_t                 slot_stride;
+        uint32_t                 hdr_offset;   /* Header + data start here */
         uint64_t                 consumed_addr;
         uint64_t                 published_addr;
         uint64_t                 announced_addr;
         uint64_t                 sleep_gen_addr;
+        uint64_t                 state_addr;   /* Its peer_state word */
         uint32_t                 ctrl_read_rkey;
         uint64_t                 written_view_addr;
         uint32_t                 ctrl_write_rkey;
@@ -90,12 +108,17 @@ typedef struct uct_hipower_ep {
 
 #define UCT_HIPOWER_EP_FMT        "hipower %s ep %p (qp 0x%x -> peer qp 0x%x)"
 #define UCT_HIPOWER_EP_ARG(_ep)   uct_hipower_ep_iface(_ep)->dev_name, (_ep), \
-                                  (_ep)->qp->qp_num, (_ep)->peer.qp_num
+                                  (_ep)->txqp.qp->qp_num, (_ep)->peer.qp_num
 
 
 static inline uct_hipower_iface_t *uct_hipower_ep_iface(uct_hipower_ep_t *ep)
 {
     return ucs_derived_of(ep->super.super.iface, uct_hipower_iface_t);
+}
+
+static inline uct_hipower_ep_t *uct_hipower_txqp_ep(uct_hipower_txqp_t *txqp)
+{
+    return ucs_container_of(txqp, uct_hipower_ep_t, txqp);
 }
 
 
@@ -131,6 +154,10 @@ ssize_t uct_hipower_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
 ucs_status_t uct_hipower_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                       size_t iovcnt, uint64_t remote_addr,
                                       uct_rkey_t rkey, uct_completion_t *comp);
+
+ucs_status_t uct_hipower_ep_get_short(uct_ep_h tl_ep, void *buffer,
+                                      unsigned length, uint64_t remote_addr,
+                                      uct_rkey_t rkey);
 
 ucs_status_t uct_hipower_ep_get_bcopy(uct_ep_h tl_ep,
                                       uct_unpack_callback_t unpack_cb,
@@ -177,15 +204,48 @@ void uct_hipower_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t c
                                   void *arg);
 
 /*
- * Posts a chain of work requests (send flags set by the caller). The last
- * one is signaled when due (every signal_interval WRs) or forced; a signaled
- * WR's completion retires every WR before it. @a op, if any, is retired with
- * the chain: it holds the bcopy buffer or the user completion.
+ * Posts a chain of @a nwr work requests (send flags set by the caller),
+ * with a completion-queue credit for each. The last one is signaled when
+ * due (hipower_txq_signal()) or forced. @a op, if any, is retired with the
+ * chain: it holds the bcopy buffer or the user completion. A chain that
+ * fails part-way is accounted for what went out and fails the endpoint
+ * (nothing of it can be taken back); UCS_ERR_IO_ERROR then.
  */
 ucs_status_t uct_hipower_ep_post(uct_hipower_ep_t *ep,
                                  struct ibv_send_wr *first,
                                  struct ibv_send_wr *last, unsigned nwr,
                                  int force_signal, uct_hipower_tx_op_t *op);
+
+/*
+ * Room for @a nwr more work requests of a user operation on the endpoint
+ * (send queue and completion queue). The one check every operation kind
+ * uses, with its own counter for the statistics.
+ */
+static UCS_F_ALWAYS_INLINE int
+uct_hipower_ep_has_room(uct_hipower_ep_t *ep, unsigned nwr)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    if (ucs_likely(hipower_txq_can_post(&ep->txqp.txq, nwr,
+                                        iface->tx.cq_credits,
+                                        UCT_HIPOWER_CQ_RECALL_RESERVE))) {
+        return 1;
+    }
+
+    if (iface->tx.cq_credits < (int)nwr + UCT_HIPOWER_CQ_RECALL_RESERVE) {
+        /* Progress recalls credits held by unsignaled requests */
+        iface->tx.starved = 1;
+    }
+    return 0;
+}
+
+/* Work requests per active message: payload, and in push mode the bitmap
+ * word that announces it */
+static UCS_F_ALWAYS_INLINE unsigned
+uct_hipower_ep_msg_wrs(uct_hipower_iface_t *iface)
+{
+    return (iface->config.notify == UCT_HIPOWER_NOTIFY_PUSH) ? 2 : 1;
+}
 
 /* An operation record (with its buffer) from the interface's send pool */
 static UCS_F_ALWAYS_INLINE uct_hipower_tx_op_t *
@@ -250,7 +310,8 @@ ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
 /*
  * Wakeup, sender side, for each bitmap-word write: publishes how many
  * messages are announced and, if the peer has gone to sleep since we last
- * woke it, turns the write into one that also wakes it. One store, one
+ * woke it (or this is the first write to it: it may have slept before it
+ * knew of us), turns the write into one that also wakes it. One store, one
  * fence and one load per announce when nobody sleeps (see hipower_event.c).
  * Returns the peer's sleep generation, for uct_hipower_ep_wakeup_posted().
  */
@@ -283,15 +344,28 @@ uct_hipower_ep_wakeup_posted(uct_hipower_ep_t *ep, uint64_t gen)
     }
 }
 
-/* Handles the completion of the work request numbered @a sn */
-void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, uint64_t sn);
+/* Handles a completion of the endpoint's QP (successful or not) */
+void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc);
 
-/* Marks the endpoint failed and completes everything outstanding with
- * @a status; the iface error handler is told once */
+/*
+ * Marks the endpoint failed, completes everything outstanding with
+ * @a status and tells the iface error handler, once. Not after
+ * flush(CANCEL): the user asked for it.
+ */
 void uct_hipower_ep_set_failed(uct_hipower_ep_t *ep, ucs_status_t status);
+
+/* The peer's QP is ready: it wrote to us, or a request of ours completed */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_peer_ready(uct_hipower_ep_t *ep)
+{
+    ep->flags |= UCT_HIPOWER_EP_FLAG_PEER_READY;
+}
 
 /* Delivers the messages that have arrived; returns how many */
 unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep);
+
+/* Per-endpoint work of an interface progress call */
+unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep);
 
 /* Dispatches pending requests while resources last; 1 if the queue emptied */
 int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep);
@@ -299,7 +373,33 @@ int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep);
 /* Push mode: writes the bitmap word of messages not yet announced */
 ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep);
 
-/* Posts the pull-mode READ of the peer's published bitmap, if none is out */
+/* The RDMA_READs of a peer's bitmaps: consumed (recycle), published (pull) */
+void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep);
 void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep);
+
+/* Whether the transport may send something of its own to the peer now */
+static UCS_F_ALWAYS_INLINE int uct_hipower_ep_may_initiate(uct_hipower_ep_t *ep)
+{
+    return (ep->flags & (UCT_HIPOWER_EP_FLAG_CONNECTED |
+                         UCT_HIPOWER_EP_FLAG_PEER_READY |
+                         UCT_HIPOWER_EP_FLAG_PEER_CLOSED |
+                         UCT_HIPOWER_EP_FLAG_FAILED |
+                         UCT_HIPOWER_EP_FLAG_CANCELED)) ==
+           (UCT_HIPOWER_EP_FLAG_CONNECTED | UCT_HIPOWER_EP_FLAG_PEER_READY);
+}
+
+/* Posts a signaled zero-length write on the endpoint, from @a cq_credits
+ * (the interface's, or a reserve); @a op may be NULL */
+ucs_status_t uct_hipower_ep_post_nop(uct_hipower_ep_t *ep, int *cq_credits,
+                                     uct_hipower_tx_op_t *op);
+
+/* Drains and frees the QP records of destroyed endpoints that are done;
+ * @a force: all of them, now (interface close) */
+void uct_hipower_iface_gc_progress(uct_hipower_iface_t *iface, int force);
+
+/* A completion (send CQ) or receive completion (wake-up CQ) for a QP of a
+ * destroyed endpoint */
+void uct_hipower_gc_tx_completion(uct_hipower_txqp_t *txqp, struct ibv_wc *wc);
+void uct_hipower_gc_rx_completion(uct_hipower_txqp_t *txqp);
 
 #endif

@@ -30,8 +30,7 @@ static inline ucs_status_t uct_hipower_ep_rma_check(uct_hipower_ep_t *ep)
         return status;
     }
 
-    if (ucs_unlikely((ep->tx.sq_available < 2) ||
-                     (iface->cq_available <= 1))) {
+    if (ucs_unlikely(!uct_hipower_ep_has_room(ep, 2))) {
         iface->stats.tx_queue_full++;
         return UCS_ERR_NO_RESOURCE;
     }
@@ -63,7 +62,7 @@ static inline ucs_status_t uct_hipower_ep_rma_post(uct_hipower_ep_t *ep,
 
     status = uct_hipower_ep_post(ep, wr, wr, 1, force_signal, op);
     if (ucs_likely(status == UCS_OK)) {
-        ep->tx.user_end_sn = ep->tx.sn;
+        ep->tx.user_end_sn = ep->txqp.txq.sn;
     } else if (op != NULL) {
         ucs_mpool_put_inline(op);
     }
@@ -160,6 +159,48 @@ ssize_t uct_hipower_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     iface->stats.put_bytes += length;
     UCT_TL_EP_STAT_OP(&ep->super, PUT, BCOPY, length);
     return length;
+}
+
+/* A READ into a send buffer, copied to @a buffer when it completes; the
+ * user learns of it by flush (UCT's get_short has no completion) */
+ucs_status_t uct_hipower_ep_get_short(uct_ep_h tl_ep, void *buffer,
+                                      unsigned length, uint64_t remote_addr,
+                                      uct_rkey_t rkey)
+{
+    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uct_hipower_tx_op_t *op;
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    ucs_status_t status;
+
+    status = uct_hipower_ep_rma_admit(ep, "get_short", length,
+                                      UCT_HIPOWER_MAX_GET_SHORT);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_GET_SHORT, NULL);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    op->u.get_short.dest   = buffer;
+    op->u.get_short.length = length;
+    sge.addr               = (uintptr_t)uct_hipower_tx_op_buffer(op);
+    sge.length             = length;
+    sge.lkey               = op->lkey;
+    uct_hipower_ep_rma_wr(&wr, IBV_WR_RDMA_READ, &sge, 1, remote_addr, rkey);
+    /* Signaled: the data is copied out when the read completes */
+    status = uct_hipower_ep_rma_post(ep, &wr, 1, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    iface->stats.get_ops++;
+    iface->stats.get_bytes += length;
+    UCT_TL_EP_STAT_OP(&ep->super, GET, SHORT, length);
+    return UCS_INPROGRESS;
 }
 
 ucs_status_t uct_hipower_ep_get_bcopy(uct_ep_h tl_ep,

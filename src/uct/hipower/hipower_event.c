@@ -19,6 +19,12 @@
  *    fences, and loads peer_sleep_gen. If the generation is new, that bitmap
  *    write goes as RDMA_WRITE_WITH_IMM: it consumes a receive on the sleeper's
  *    QP and its completion on rx_cq fires the completion channel's fd.
+ *  - A sender's very first bitmap write to a receiver always carries the
+ *    immediate: the receiver may have gone to sleep before it knew the
+ *    sender was ready, and it handshakes only with peers it knows to be
+ *    ready (a handshake to a QP not yet connected would be retried until
+ *    the endpoint failed). One receive completion per connection, polled
+ *    even by a receiver that never sleeps, so that the receive is reposted.
  *  - When every handshake read has completed, the receiver sleeps only if it
  *    has taken every announced message from its rings. The store-fence-load
  *    on the sender and write-then-read on the receiver make sure a message is
@@ -106,12 +112,14 @@ ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
     /* No buffer: a write with immediate carries its data by RDMA */
     memset(&wr, 0, sizeof(wr));
     for (; count > 0; --count) {
-        ret = ibv_post_recv(ep->qp, &wr, &bad_wr);
+        ret = ibv_post_recv(ep->txqp.qp, &wr, &bad_wr);
         if (ret != 0) {
             ucs_error(UCT_HIPOWER_EP_FMT ": ibv_post_recv() failed: %s",
                       UCT_HIPOWER_EP_ARG(ep), strerror(ret));
             return UCS_ERR_IO_ERROR;
         }
+        /* Each completes once: consumed by a wake-up, or flushed */
+        ++ep->txqp.recvs;
     }
     return UCS_OK;
 }
@@ -120,30 +128,62 @@ ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
  * Takes wake-up receives off rx_cq and gives their QPs new ones. A wake-up
  * spends the sleep generation: its sender wakes each generation only once
  * and sends the messages after it without one, so the next sleep needs a
- * new generation, whose handshake counts them.
+ * new generation, whose handshake counts them. Flushed receives of failed
+ * or destroyed endpoints' QPs come here too.
  */
 unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
 {
     struct ibv_wc wc[UCT_HIPOWER_EVENT_POLL];
+    uct_hipower_txqp_t *txqp;
     uct_hipower_ep_t *ep;
     khiter_t iter;
     int i, num_wcs;
 
     num_wcs = ibv_poll_cq(iface->event.rx_cq, UCT_HIPOWER_EVENT_POLL, wc);
+    if (num_wcs <= 0) {
+        if (ucs_unlikely(num_wcs < 0)) {
+            ucs_error("hipower %s: ibv_poll_cq(wake-up CQ) failed: %d",
+                      iface->dev_name, num_wcs);
+        }
+        return 0;
+    }
+
+    iface->stats.rx_completions += num_wcs;
     for (i = 0; i < num_wcs; ++i) {
         iter = kh_get(uct_hipower_qp_ep, &iface->qp_eps, wc[i].qp_num);
-        if ((iter == kh_end(&iface->qp_eps)) ||
-            (wc[i].status != IBV_WC_SUCCESS)) {
-            /* Flushed by a failed or destroyed QP: the send side reports */
+        if (ucs_unlikely(iter == kh_end(&iface->qp_eps))) {
+            /* QPs are destroyed only once drained: cannot happen */
+            ucs_diag("hipower %s: wake-up completion of unknown qp 0x%x",
+                     iface->dev_name, wc[i].qp_num);
             continue;
         }
 
-        ep = kh_value(&iface->qp_eps, iter);
+        txqp = kh_value(&iface->qp_eps, iter);
+        if (txqp->is_gc) {
+            uct_hipower_gc_rx_completion(txqp);
+            continue;
+        }
+
+        ep = uct_hipower_txqp_ep(txqp);
+        --txqp->recvs;
+        if (wc[i].status != IBV_WC_SUCCESS) {
+            /* Flushed by a failed QP: the send side reports */
+            continue;
+        }
+
+        uct_hipower_ep_peer_ready(ep);
+        if (ep->flags & UCT_HIPOWER_EP_FLAG_FIRST_IMM) {
+            /* The peer's first write: counted when its message came */
+            ep->flags &= ~UCT_HIPOWER_EP_FLAG_FIRST_IMM;
+            if (ep->rx.delivered > 0) {
+                --iface->event.rx_expected;
+            }
+        }
         iface->event.new_gen = 1;
         iface->stats.wakeup_events++;
         uct_hipower_ep_post_event_recvs(ep, 1);
     }
-    return ucs_max(num_wcs, 0);
+    return num_wcs;
 }
 
 ucs_status_t uct_hipower_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
@@ -207,13 +247,12 @@ static ucs_status_t uct_hipower_cq_arm(uct_hipower_iface_t *iface,
 static ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep,
                                               uint64_t gen)
 {
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     struct ibv_send_wr write_wr, read_wr;
     struct ibv_sge write_sge, read_sge;
     uct_hipower_tx_op_t *op;
     ucs_status_t status;
 
-    if ((ep->tx.sq_available < 2) || (iface->cq_available <= 1)) {
+    if (!uct_hipower_ep_has_room(ep, 2)) {
         return UCS_ERR_NO_RESOURCE;
     }
 
@@ -281,6 +320,12 @@ static ucs_status_t uct_hipower_iface_arm_recv(uct_hipower_iface_t *iface)
         if (hipower_rx_ring_ready_count(&ep->rx.ring, ep->ctrl->written_view,
                                         1) > 0) {
             return UCS_ERR_BUSY;
+        }
+
+        if (!uct_hipower_ep_may_initiate(ep)) {
+            /* Not known to be ready (its first write will wake us), or
+             * closed: no handshake */
+            continue;
         }
 
         if (ep->event.confirmed_gen != iface->event.gen) {

@@ -54,8 +54,18 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
 
     {"MIN_SLOTS", "8",
      "Fewest receive slots an endpoint accepts when the memory budget runs\n"
-     "short; below it, endpoint creation fails with UCS_ERR_NO_MEMORY.",
+     "short; when no run of this many is free, endpoint creation fails with\n"
+     "UCS_ERR_NO_MEMORY.",
      ucs_offsetof(uct_hipower_iface_config_t, min_slots_per_ep),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"MAX_EPS", "256",
+     "Endpoints the interface guarantees to serve, reported to UCX as its\n"
+     "max_num_eps: room for this many runs of MIN_SLOTS is kept in the\n"
+     "memory budget, and each endpoint takes up to SLOTS slots from the\n"
+     "rest. Endpoints beyond it are created while a run of MIN_SLOTS is\n"
+     "free. At most MEM_BUDGET / (SLOT_SIZE x MIN_SLOTS).",
+     ucs_offsetof(uct_hipower_iface_config_t, max_eps),
      UCS_CONFIG_TYPE_UINT},
 
     {"MEM_BUDGET", "32m",
@@ -77,8 +87,9 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      UCS_CONFIG_TYPE_UINT},
 
     {"TX_CQ_LEN", "4096",
-     "Signaled work requests in flight per interface (completion queue\n"
-     "credits), 64 to 65536.",
+     "Work requests in flight per interface, 64 to 65536: each holds a\n"
+     "completion queue entry until a completion covers it, because a failed\n"
+     "queue pair completes every request it has, signaled or not.",
      ucs_offsetof(uct_hipower_iface_config_t, tx_cq_len),
      UCS_CONFIG_TYPE_UINT},
 
@@ -104,23 +115,24 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      ucs_offsetof(uct_hipower_iface_config_t, notify),
      UCS_CONFIG_TYPE_ENUM(uct_hipower_notify_names)},
 
-    {"ANNOUNCE_BATCH", "16",
+    {"ANNOUNCE_BATCH", "1",
      "Push mode: write the bitmap word once per this many messages (1 to\n"
-     "64) instead of after every one. Messages of a batch that is not full\n"
-     "are announced by the next send to another bitmap word, by progress or\n"
-     "by flush, so with batches above 1 a sender must keep progressing.",
+     "64). With 1 every message is announced by the send call itself, so\n"
+     "the receiver sees it whatever the sender does next. Above 1 the last\n"
+     "messages of an unfinished batch wait for the sender's next progress,\n"
+     "flush or send: only for senders that keep calling progress.",
      ucs_offsetof(uct_hipower_iface_config_t, announce_batch),
      UCS_CONFIG_TYPE_UINT},
 
     {"HOLD_SLOTS", "n",
-     "Let active-message handlers keep a message in its receive slot\n"
-     "(UCT_CB_PARAM_FLAG_DESC) instead of copying it. A kept slot cannot be\n"
-     "reused, and the peer fills the slots in ring order: it cannot send\n"
-     "more than SLOTS messages past a kept one. UCP keeps unexpected\n"
-     "messages until they are matched, so with 'y' a receiver that waits\n"
-     "for a later message before it receives an earlier one can deadlock\n"
-     "with its sender. With 'n' every slot comes back when its handler\n"
-     "returns; UCP then copies each unexpected message once.",
+     "Let active-message handlers keep messages (UCT_CB_PARAM_FLAG_DESC).\n"
+     "With 'y' each message is copied out of its receive slot into a\n"
+     "private descriptor, aligned as the interface parameters ask, that the\n"
+     "handler may keep until uct_iface_release_desc(). With 'n' handlers\n"
+     "read the message in its slot and may not keep it (UCP then copies\n"
+     "the messages it keeps, once). Either way the slot is free again when\n"
+     "the handler returns: nothing the receiver keeps lies in memory a peer\n"
+     "can write.",
      ucs_offsetof(uct_hipower_iface_config_t, hold_slots),
      UCS_CONFIG_TYPE_BOOL},
 
@@ -165,7 +177,7 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
     {"OVERHEAD", "50ns",
      "Software overhead per message reported to UCP. Lower than rc_verbs'\n"
      "75ns: no receive work request to repost, no receive completion, no\n"
-     "credit messages; the sender posts one or two writes per message.",
+     "credit messages; the sender posts two writes per message.",
      ucs_offsetof(uct_hipower_iface_config_t, overhead), UCS_CONFIG_TYPE_TIME},
 
     UCT_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 128, "send",
@@ -217,6 +229,8 @@ uct_hipower_iface_check_config(uct_hipower_iface_t *self,
                                      HIPOWER_SLOT_HDR_SIZE, 1024) ||
         !uct_hipower_config_in_range(self, "ANNOUNCE_BATCH",
                                      config->announce_batch, 1, 64) ||
+        !uct_hipower_config_in_range(self, "MAX_EPS", config->max_eps, 1,
+                                     UINT16_MAX) ||
         !uct_hipower_config_in_range(self, "SL", config->sl, 0, 15) ||
         !uct_hipower_config_in_range(self, "TRAFFIC_CLASS",
                                      config->traffic_class, 0, 255) ||
@@ -261,6 +275,9 @@ static ucs_status_t uct_hipower_iface_query(uct_iface_h tl_iface,
 
     uct_base_iface_query(&iface->super, attr);
 
+    /* What the interface guarantees (UCX_HIPOWER_MAX_EPS), or less if the
+     * user set UCX_HIPOWER_MAX_NUM_EPS lower */
+    attr->max_num_eps     = ucs_min(attr->max_num_eps, iface->config.max_eps);
     attr->iface_addr_len  = 0;
     attr->device_addr_len = sizeof(uct_hipower_device_addr_t);
     attr->ep_addr_len     = sizeof(uct_hipower_ep_addr_t);
@@ -271,6 +288,7 @@ static ucs_status_t uct_hipower_iface_query(uct_iface_h tl_iface,
                             UCT_IFACE_FLAG_PUT_SHORT     |
                             UCT_IFACE_FLAG_PUT_BCOPY     |
                             UCT_IFACE_FLAG_PUT_ZCOPY     |
+                            UCT_IFACE_FLAG_GET_SHORT     |
                             UCT_IFACE_FLAG_GET_BCOPY     |
                             UCT_IFACE_FLAG_GET_ZCOPY     |
                             UCT_IFACE_FLAG_PENDING       |
@@ -279,7 +297,8 @@ static ucs_status_t uct_hipower_iface_query(uct_iface_h tl_iface,
                             UCT_IFACE_FLAG_CONNECT_TO_EP |
                             UCT_IFACE_FLAG_CB_SYNC;
 
-    attr->cap.am.max_short       = iface->config.max_inline -
+    /* am_short is inline and lands in one slot: bounded by both */
+    attr->cap.am.max_short       = iface->config.max_short -
                                    HIPOWER_SLOT_HDR_SIZE;
     attr->cap.am.max_bcopy       = iface->config.max_payload;
     attr->cap.am.min_zcopy       = 0;
@@ -303,6 +322,7 @@ static ucs_status_t uct_hipower_iface_query(uct_iface_h tl_iface,
     attr->cap.put.align_mtu       = mtu;
     attr->cap.put.max_iov         = UCT_HIPOWER_MAX_IOV;
 
+    attr->cap.get.max_short       = UCT_HIPOWER_MAX_GET_SHORT;
     attr->cap.get.max_bcopy       = iface->config.slot_size;
     attr->cap.get.min_zcopy       = 0;
     attr->cap.get.max_zcopy       = iface->config.max_rma;
@@ -400,7 +420,7 @@ static ucs_status_t uct_hipower_iface_flush(uct_iface_h tl_iface,
 unsigned uct_hipower_iface_poll_cq(uct_hipower_iface_t *iface)
 {
     struct ibv_wc wc[UCT_HIPOWER_CQ_BATCH];
-    uct_hipower_ep_t *ep;
+    uct_hipower_txqp_t *txqp;
     khiter_t iter;
     int i, num_wcs;
 
@@ -413,67 +433,85 @@ unsigned uct_hipower_iface_poll_cq(uct_hipower_iface_t *iface)
         return 0;
     }
 
+    iface->stats.tx_completions += num_wcs;
     for (i = 0; i < num_wcs; ++i) {
         iter = kh_get(uct_hipower_qp_ep, &iface->qp_eps, wc[i].qp_num);
-        if (iter == kh_end(&iface->qp_eps)) {
-            /* The endpoint was destroyed with this request in flight */
+        if (ucs_unlikely(iter == kh_end(&iface->qp_eps))) {
+            /* QPs are destroyed only once drained: cannot happen */
+            ucs_diag("hipower %s: completion of unknown qp 0x%x",
+                     iface->dev_name, wc[i].qp_num);
             continue;
         }
 
-        ep = kh_value(&iface->qp_eps, iter);
-        if (ucs_unlikely(wc[i].status != IBV_WC_SUCCESS)) {
-            if (!(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
-                ucs_diag("hipower %s: ep %p qp 0x%x to peer qp 0x%x: %s "
-                         "(vendor error 0x%x)", iface->dev_name, ep,
-                         wc[i].qp_num, ep->peer.qp_num,
-                         ibv_wc_status_str(wc[i].status), wc[i].vendor_err);
-                uct_hipower_ep_set_failed(ep,
-                        (wc[i].status == IBV_WC_RETRY_EXC_ERR) ?
-                        UCS_ERR_ENDPOINT_TIMEOUT : UCS_ERR_IO_ERROR);
-            }
-            continue;
-        }
-
+        txqp = kh_value(&iface->qp_eps, iter);
         if (ucs_unlikely(wc[i].opcode & IBV_WC_RECV)) {
+            /* No receive is ever posted on this CQ */
             iface->stats.rx_completions++;
         }
-        iface->stats.tx_completions++;
-        uct_hipower_ep_tx_completion(ep, wc[i].wr_id);
+
+        if (ucs_unlikely(txqp->is_gc)) {
+            uct_hipower_gc_tx_completion(txqp, &wc[i]);
+        } else {
+            uct_hipower_ep_tx_completion(uct_hipower_txqp_ep(txqp), &wc[i]);
+        }
     }
 
     return num_wcs;
 }
 
+/*
+ * Credits are short and the interface's requests went unsignaled: post a
+ * signaled no-op on every endpoint holding unsignaled requests, from the
+ * credits kept back for this, so that their completion gives the credits
+ * back (see hipower_txq.h).
+ */
+static void uct_hipower_iface_recall_credits(uct_hipower_iface_t *iface)
+{
+    uct_hipower_ep_t *ep;
+
+    iface->tx.starved = 0;
+    ucs_list_for_each(ep, &iface->ep_list, list) {
+        if (iface->tx.cq_credits < 1) {
+            iface->tx.starved = 1;
+            break;
+        }
+
+        if (hipower_txq_has_trailing(&ep->txqp.txq) &&
+            (hipower_txq_sq_free(&ep->txqp.txq) > 0) &&
+            !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) &&
+            (uct_hipower_ep_post_nop(ep, &iface->tx.cq_credits, NULL) ==
+             UCS_OK)) {
+            iface->stats.cq_recalls++;
+        }
+    }
+}
+
 unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
 {
     uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
+    uct_hipower_md_t *md       = ucs_derived_of(iface->super.md,
+                                                uct_hipower_md_t);
     uct_hipower_ep_t *ep, *tmp;
     unsigned count;
 
     count = uct_hipower_iface_poll_cq(iface);
-    if (ucs_unlikely(iface->event.gen != 0)) {
-        /* Someone has slept on this interface: peers may wake it */
+    if (ucs_unlikely((iface->event.gen != 0) ||
+                     (iface->event.rx_expected > 0))) {
+        /* Someone has slept on this interface, or receive completions are
+         * due (a peer's first write, flushed receives) */
         count += uct_hipower_iface_progress_events(iface);
     }
 
-    ucs_list_for_each(ep, &iface->ep_list, list) {
-        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
-            (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
-            continue;
-        }
+    if (ucs_unlikely(*(volatile uint64_t*)&md->async.seq != iface->async_seq)) {
+        count += uct_hipower_iface_progress_async(iface);
+    }
 
-        if (iface->config.notify == UCT_HIPOWER_NOTIFY_PULL) {
-            /* While a read of the peer's bitmap is out, our copy is being
-             * overwritten. The read is signaled, so its completion also
-             * publishes every write of ours posted before it. */
-            if (!(ep->flags & UCT_HIPOWER_EP_FLAG_NOTIFY_READ)) {
-                count += uct_hipower_ep_rx_progress(ep);
-                uct_hipower_ep_post_notify_read(ep);
-            }
-        } else {
-            count += uct_hipower_ep_rx_progress(ep);
-            uct_hipower_ep_announce(ep);
-        }
+    ucs_list_for_each(ep, &iface->ep_list, list) {
+        count += uct_hipower_ep_progress(ep);
+    }
+
+    if (ucs_unlikely(iface->tx.starved)) {
+        uct_hipower_iface_recall_credits(iface);
     }
 
     ucs_list_for_each_safe(ep, tmp, &iface->pending_eps, pending_list) {
@@ -486,6 +524,18 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
     }
 
     return count;
+}
+
+/* Orders what comes after it on every endpoint after what came before:
+ * each endpoint's next request waits for its READs and atomics */
+static ucs_status_t uct_hipower_iface_fence(uct_iface_h tl_iface,
+                                            unsigned flags)
+{
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
+
+    ++iface->tx.fence_beat;
+    UCT_TL_IFACE_STAT_FENCE(&iface->super);
+    return UCS_OK;
 }
 
 static void uct_hipower_tx_op_init(uct_iface_h tl_iface, void *obj,
@@ -551,26 +601,37 @@ uct_hipower_iface_init_port(uct_hipower_iface_t *self,
     return UCS_OK;
 }
 
+/*
+ * The receive slot arena: UCX_HIPOWER_MEM_BUDGET of slots, laid out as the
+ * interface parameters ask (hipower_slot_layout()), pinned once, up front,
+ * so that the whole budget is committed when the interface opens (the
+ * paper's QoS point); each endpoint then registers its own run again, for
+ * the rkey that only its peer gets.
+ */
 static ucs_status_t uct_hipower_iface_init_arena(uct_hipower_iface_t *self,
-                                                 size_t budget)
+                                                 size_t budget, size_t align)
 {
     uct_hipower_md_t *md = ucs_derived_of(self->super.md, uct_hipower_md_t);
-    uint32_t total_slots = budget / self->config.slot_size;
+    uint32_t total_slots = budget / self->config.layout.stride;
+    size_t base_align    = ucs_max(hipower_slot_base_align(align),
+                                   ucs_get_page_size());
     ucs_status_t status;
 
-    self->arena.size = (size_t)total_slots * self->config.slot_size;
-    self->arena.base = mmap(NULL, self->arena.size, PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (self->arena.base == MAP_FAILED) {
+    self->arena.size     = (size_t)total_slots * self->config.layout.stride;
+    self->arena.map_size = self->arena.size + base_align -
+                           ucs_get_page_size();
+    self->arena.map      = mmap(NULL, self->arena.map_size,
+                                PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (self->arena.map == MAP_FAILED) {
         ucs_error("hipower %s: cannot map the %zu-byte slot arena "
                   "(UCX_HIPOWER_MEM_BUDGET): %m", self->dev_name,
-                  self->arena.size);
+                  self->arena.map_size);
         return UCS_ERR_NO_MEMORY;
     }
+    self->arena.base = (void*)ucs_align_up_pow2((uintptr_t)self->arena.map,
+                                                base_align);
 
-    /* Pinned once, up front, so the whole budget is committed when the
-     * interface opens (the paper's QoS point); each endpoint then registers
-     * its own run again, for the rkey that only its peer gets */
     status = uct_hipower_md_reg_internal(md, self->arena.base,
                                          self->arena.size,
                                          IBV_ACCESS_LOCAL_WRITE,
@@ -590,7 +651,7 @@ static ucs_status_t uct_hipower_iface_init_arena(uct_hipower_iface_t *self,
 err_dereg:
     uct_hipower_md_dereg_internal(md, self->arena.mr, "slot arena");
 err_unmap:
-    munmap(self->arena.base, self->arena.size);
+    munmap(self->arena.map, self->arena.map_size);
     return status;
 }
 
@@ -600,7 +661,50 @@ static void uct_hipower_iface_cleanup_arena(uct_hipower_iface_t *self)
 
     hipower_arena_cleanup(&self->arena.slots);
     uct_hipower_md_dereg_internal(md, self->arena.mr, "slot arena");
-    munmap(self->arena.base, self->arena.size);
+    munmap(self->arena.map, self->arena.map_size);
+}
+
+/*
+ * Where messages go in our receive slots: data aligned as UCT's
+ * am_alignment/am_align_offset ask (checked as uct.h says; Debian's UCX
+ * checks no parameter itself), every slot with room for SLOT_SIZE bytes
+ * from the header on, so that any two interfaces agree on the largest
+ * message whatever their parameters.
+ */
+static ucs_status_t
+uct_hipower_iface_init_layout(uct_hipower_iface_t *self,
+                              const uct_iface_params_t *params,
+                              size_t slot_size, size_t *align_p)
+{
+    int has_align  = !!(params->field_mask &
+                        UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT);
+    int has_offset = !!(params->field_mask &
+                        UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET);
+    size_t align   = has_align ? params->am_alignment : 1;
+    size_t offset  = has_offset ? params->am_align_offset : 0;
+    const char *reason;
+
+    reason = hipower_slot_check_alignment(has_align, align, has_offset, offset);
+    if (reason != NULL) {
+        ucs_error("hipower %s: invalid interface parameters: %s "
+                  "(am_alignment %zu, am_align_offset %zu)", self->dev_name,
+                  reason, align, offset);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (!has_align) {
+        offset = 0;
+    }
+    hipower_slot_layout(slot_size, align, offset, &self->config.layout);
+    *align_p = align;
+    return UCS_OK;
+}
+
+/* How many endpoints the arena could ever hold: a run of MIN_SLOTS each */
+static uint32_t uct_hipower_iface_eps_possible(size_t budget, size_t stride,
+                                               unsigned min_slots)
+{
+    return (budget / stride) / min_slots;
 }
 
 static uct_iface_ops_t uct_hipower_iface_ops;
@@ -613,7 +717,9 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     const uct_hipower_iface_config_t *config =
             ucs_derived_of(tl_config, uct_hipower_iface_config_t);
     uct_hipower_md_t *md = ucs_derived_of(tl_md, uct_hipower_md_t);
+    uint32_t eps_possible;
     ucs_status_t status;
+    size_t align;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_hipower_iface_ops,
                               &uct_base_iface_internal_ops, tl_md, worker,
@@ -624,6 +730,12 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     memset(&self->stats, 0, sizeof(self->stats));
     ucs_list_head_init(&self->ep_list);
     ucs_list_head_init(&self->pending_eps);
+    ucs_list_head_init(&self->gc_list);
+    self->num_eps       = 0;
+    self->num_gc        = 0;
+    self->tx.fence_beat = 0;
+    self->tx.starved    = 0;
+    self->async_seq     = md->async.seq;
     kh_init_inplace(uct_hipower_qp_ep, &self->qp_eps);
     ucs_snprintf_zero(self->dev_name, sizeof(self->dev_name), "%s",
                       (params->field_mask & UCT_IFACE_PARAM_FIELD_DEVICE) ?
@@ -634,27 +746,37 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         goto err;
     }
 
-    /* The header sits right before the data and the user's headroom before
-     * it, with the release-descriptor pointer in front of that */
-    self->config.rx_headroom       = UCT_IFACE_PARAM_VALUE(params, rx_headroom,
-                                                           RX_HEADROOM, 0);
-    self->config.data_offset       = ucs_align_up(
-            ucs_max((ssize_t)(self->config.rx_headroom +
-                              sizeof(uct_recv_desc_t*)) -
-                    (ssize_t)HIPOWER_SLOT_HDR_SIZE, 0), sizeof(uint64_t));
-    if (self->config.data_offset + HIPOWER_SLOT_HDR_SIZE + 64 >
-        config->slot_size) {
-        ucs_error("hipower %s: UCX_HIPOWER_SLOT_SIZE=%zu leaves no room for "
-                  "data after a receive headroom of %zu bytes",
-                  self->dev_name, config->slot_size, self->config.rx_headroom);
+    status = uct_hipower_iface_init_layout(self, params, config->slot_size,
+                                           &align);
+    if (status != UCS_OK) {
+        goto err;
+    }
+
+    eps_possible = uct_hipower_iface_eps_possible(config->mem_budget,
+                                                  self->config.layout.stride,
+                                                  config->min_slots_per_ep);
+    if (config->max_eps > eps_possible) {
+        ucs_error("hipower %s: UCX_HIPOWER_MAX_EPS=%u endpoints of "
+                  "UCX_HIPOWER_MIN_SLOTS=%u slots of %u bytes do not fit in "
+                  "UCX_HIPOWER_MEM_BUDGET=%zu (room for %u): raise the budget "
+                  "or lower one of them", self->dev_name, config->max_eps,
+                  config->min_slots_per_ep, self->config.layout.stride,
+                  config->mem_budget, eps_possible);
         status = UCS_ERR_INVALID_PARAM;
         goto err;
     }
+
+    /* The user's headroom is in the copies handlers may keep (HOLD_SLOTS),
+     * never in the slots: the peer writes those */
+    self->config.rx_headroom       = UCT_IFACE_PARAM_VALUE(params, rx_headroom,
+                                                           RX_HEADROOM, 0);
     self->config.slot_size         = config->slot_size;
-    self->config.max_payload       = hipower_slot_max_payload(config->slot_size) -
-                                     self->config.data_offset;
+    self->config.max_payload       = hipower_slot_max_payload(config->slot_size);
+    self->config.max_short         = ucs_min(config->max_inline,
+                                             config->slot_size);
     self->config.slots_per_ep      = config->slots_per_ep;
     self->config.min_slots_per_ep  = config->min_slots_per_ep;
+    self->config.max_eps           = config->max_eps;
     self->config.recycle_threshold = config->recycle_threshold;
     self->config.tx_queue_len      = config->tx_queue_len;
     self->config.signal_interval   = config->signal_interval;
@@ -696,29 +818,34 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
                                              UCS_GBYTE);
     }
 
-    /* Wakeup needs the peer to write our sleep generation: push mode only */
-    self->event.channel = NULL;
-    self->event.rx_cq   = NULL;
-    self->event.gen     = 0;
+    /* Wakeup needs the peer to write our sleep generation: push mode only.
+     * Every endpoint the arena can hold has its wake-up receives. */
+    self->event.channel     = NULL;
+    self->event.rx_cq       = NULL;
+    self->event.gen         = 0;
+    self->event.rx_expected = 0;
     if (self->config.notify == UCT_HIPOWER_NOTIFY_PUSH) {
-        status = uct_hipower_iface_event_init(self, config->tx_cq_len);
+        status = uct_hipower_iface_event_init(self, UCT_HIPOWER_EVENT_RECVS *
+                                                    2 * eps_possible);
         if (status != UCS_OK) {
             goto err;
         }
     }
 
-    /* Room for flushed completions of destroyed endpoints beyond credits */
-    self->cq_available = config->tx_cq_len;
-    self->cq = ibv_create_cq(md->ibv_context, 2 * config->tx_cq_len, NULL,
+    /* A CQ entry for every request in flight, and one more per endpoint
+     * for the request that ends its QP (hipower_txq.h, hipower_ep.c) */
+    self->tx.cq_len     = config->tx_cq_len + eps_possible;
+    self->tx.cq_credits = self->tx.cq_len;
+    self->cq = ibv_create_cq(md->ibv_context, self->tx.cq_len, NULL,
                              self->event.channel, 0);
     if (self->cq == NULL) {
         ucs_error("hipower %s: ibv_create_cq(%u) failed: %m", self->dev_name,
-                  2 * config->tx_cq_len);
+                  self->tx.cq_len);
         status = UCS_ERR_IO_ERROR;
         goto err_cleanup_event;
     }
 
-    status = uct_hipower_iface_init_arena(self, config->mem_budget);
+    status = uct_hipower_iface_init_arena(self, config->mem_budget, align);
     if (status != UCS_OK) {
         goto err_destroy_cq;
     }
@@ -734,14 +861,22 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         goto err_cleanup_arena;
     }
 
-    ucs_debug("hipower %s: opened, notify %s, %u-byte slots, %u per endpoint, "
-              "arena %zu bytes, port mtu %zu", self->dev_name,
+    status = uct_hipower_iface_rx_init(self, params);
+    if (status != UCS_OK) {
+        goto err_cleanup_tx_mp;
+    }
+
+    ucs_debug("hipower %s: opened, notify %s, %u-byte slots %u apart, %u "
+              "per endpoint, %u endpoints guaranteed, arena %zu bytes, port "
+              "mtu %zu", self->dev_name,
               uct_hipower_notify_names[self->config.notify],
-              (unsigned)self->config.slot_size, self->config.slots_per_ep,
-              self->arena.size,
-              uct_hipower_mtu_bytes(self->config.path_mtu));
+              (unsigned)self->config.slot_size, self->config.layout.stride,
+              self->config.slots_per_ep, self->config.max_eps,
+              self->arena.size, uct_hipower_mtu_bytes(self->config.path_mtu));
     return UCS_OK;
 
+err_cleanup_tx_mp:
+    ucs_mpool_cleanup(&self->tx_mp, 1);
 err_cleanup_arena:
     uct_hipower_iface_cleanup_arena(self);
 err_destroy_cq:
@@ -755,19 +890,31 @@ err:
 
 static UCS_CLASS_CLEANUP_FUNC(uct_hipower_iface_t)
 {
+    uct_hipower_ep_t *ep, *tmp;
     int ret;
-
-    if (!ucs_list_is_empty(&self->ep_list)) {
-        ucs_warn("hipower %s: interface closed with %zu endpoints open",
-                 self->dev_name, ucs_list_length(&self->ep_list));
-    }
 
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+
+    /* Closing with endpoints open is the user's mistake, but must neither
+     * leak nor crash: they go as if destroyed, then their QPs with them */
+    if (!ucs_list_is_empty(&self->ep_list)) {
+        ucs_warn("hipower %s: interface closed with %zu endpoints open; "
+                 "destroying them", self->dev_name,
+                 ucs_list_length(&self->ep_list));
+        ucs_list_for_each_safe(ep, tmp, &self->ep_list, list) {
+            UCS_CLASS_DELETE_FUNC_NAME(uct_hipower_ep_t)(&ep->super.super);
+        }
+    }
+
+    /* Completions of the QPs still draining are not waited for: the CQ
+     * goes with them */
+    uct_hipower_iface_gc_progress(self, 1);
     if (self->config.print_stats) {
         uct_hipower_stats_print(&self->stats, self->dev_name, stderr);
     }
 
+    uct_hipower_iface_rx_cleanup(self);
     ucs_mpool_cleanup(&self->tx_mp, 1);
     uct_hipower_iface_cleanup_arena(self);
     ret = ibv_destroy_cq(self->cq);
@@ -793,6 +940,7 @@ static uct_iface_ops_t uct_hipower_iface_ops = {
     .ep_put_short             = uct_hipower_ep_put_short,
     .ep_put_bcopy             = uct_hipower_ep_put_bcopy,
     .ep_put_zcopy             = uct_hipower_ep_put_zcopy,
+    .ep_get_short             = uct_hipower_ep_get_short,
     .ep_get_bcopy             = uct_hipower_ep_get_bcopy,
     .ep_get_zcopy             = uct_hipower_ep_get_zcopy,
     .ep_atomic64_post         = uct_hipower_ep_atomic64_post,
@@ -808,7 +956,7 @@ static uct_iface_ops_t uct_hipower_iface_ops = {
     .ep_get_address           = uct_hipower_ep_get_address,
     .ep_connect_to_ep         = uct_hipower_ep_connect_to_ep,
     .iface_flush              = uct_hipower_iface_flush,
-    .iface_fence              = uct_base_iface_fence,
+    .iface_fence              = uct_hipower_iface_fence,
     .iface_progress_enable    = uct_base_iface_progress_enable,
     .iface_progress_disable   = uct_base_iface_progress_disable,
     .iface_progress           = uct_hipower_iface_progress,

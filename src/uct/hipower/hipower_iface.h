@@ -9,6 +9,7 @@
 #include "hipower_ring.h"
 #include "hipower_slot.h"
 #include "hipower_stats.h"
+#include "hipower_wire.h"
 
 #include <uct/base/uct_iface.h>
 #include <ucs/datastruct/khash.h>
@@ -24,6 +25,12 @@
 /* Slots per endpoint and direction: bounds the bitmaps to 512 bytes, so one
  * RDMA_READ always fetches a whole bitmap */
 #define UCT_HIPOWER_MAX_SLOTS        4096
+
+/* Largest zero-copy iov and AM header */
+#define UCT_HIPOWER_MAX_IOV          8
+#define UCT_HIPOWER_MAX_ZCOPY_HDR    128
+/* Largest get_short: a READ into a send buffer, copied out on completion */
+#define UCT_HIPOWER_MAX_GET_SHORT    128
 #define UCT_HIPOWER_BITMAP_WORDS     HIPOWER_BITMAP_WORDS(UCT_HIPOWER_MAX_SLOTS)
 
 
@@ -54,6 +61,7 @@ typedef struct uct_hipower_iface_config {
     size_t                       max_inline;
     int                          notify;
     unsigned                     announce_batch;
+    unsigned                     max_eps;
     int                          hold_slots;
     int                          print_stats;
     unsigned                     gid_index;
@@ -68,31 +76,6 @@ typedef struct uct_hipower_iface_config {
 } uct_hipower_iface_config_t;
 
 
-/* Where a peer reaches this interface's device */
-typedef struct uct_hipower_device_addr {
-    union ibv_gid                gid;
-    uint16_t                     lid;
-    uint8_t                      link_layer; /* IBV_LINK_LAYER_xx */
-} UCS_S_PACKED uct_hipower_device_addr_t;
-
-
-/* What the peer's endpoint needs to send to this one and recycle its slots */
-typedef struct uct_hipower_ep_addr {
-    uint32_t                     qp_num;
-    uint64_t                     slots_addr;      /* Our receive slots */
-    uint32_t                     slots_rkey;      /* REMOTE_WRITE, slots only */
-    uint16_t                     num_slots;
-    uint32_t                     slot_size;
-    uint16_t                     data_offset;     /* Of the header in a slot */
-    uint64_t                     ctrl_read_addr;  /* consumed + published */
-    uint32_t                     ctrl_read_rkey;  /* REMOTE_READ only */
-    uint64_t                     ctrl_write_addr; /* written_view (push) */
-    uint32_t                     ctrl_write_rkey; /* REMOTE_WRITE, or 0 */
-    uint8_t                      notify;          /* uct_hipower_notify_t */
-    uint8_t                      path_mtu;        /* enum ibv_mtu */
-} UCS_S_PACKED uct_hipower_ep_addr_t;
-
-
 /*
  * Per-endpoint bitmaps, registered in three pieces so that the peer can read
  * only what it needs to read and write only what it needs to write.
@@ -102,9 +85,11 @@ typedef struct uct_hipower_ep_ctrl {
     hipower_bitmap_word_t        consumed[UCT_HIPOWER_BITMAP_WORDS];
     hipower_bitmap_word_t        published[UCT_HIPOWER_BITMAP_WORDS];
     uint64_t                     announced;     /* Push: messages announced */
-    /* Peer RDMA_WRITEs these in push mode; our READ target in pull mode */
+    /* Peer RDMA_WRITEs these (the bitmap in push mode; in pull mode it is
+     * our READ target) */
     hipower_bitmap_word_t        written_view[UCT_HIPOWER_BITMAP_WORDS];
     uint64_t                     peer_sleep_gen; /* Peer sleeps: wake it */
+    uint64_t                     peer_state;   /* Peer ready / closed */
     /* Target of our recycle READ of the peer's consumed bitmap */
     hipower_bitmap_word_t        peer_consumed[UCT_HIPOWER_BITMAP_WORDS];
     uint64_t                     peer_announced; /* Wakeup handshake READ */
@@ -118,7 +103,7 @@ typedef struct uct_hipower_ep_ctrl {
      ucs_offsetof(uct_hipower_ep_ctrl_t, _first))
 
 
-KHASH_MAP_INIT_INT(uct_hipower_qp_ep, struct uct_hipower_ep*);
+KHASH_MAP_INIT_INT(uct_hipower_qp_ep, struct uct_hipower_txqp*);
 
 
 typedef struct uct_hipower_iface {
@@ -127,25 +112,47 @@ typedef struct uct_hipower_iface {
     struct ibv_port_attr         port_attr;
     union ibv_gid                gid;
     struct ibv_cq                *cq;          /* All send-side completions */
-    int                          cq_available; /* Signaled WRs we may post */
     ucs_mpool_t                  tx_mp;        /* Send descriptors */
     ucs_list_link_t              ep_list;      /* All endpoints */
-    khash_t(uct_hipower_qp_ep)   qp_eps;       /* QP number -> endpoint */
+    unsigned                     num_eps;
+    khash_t(uct_hipower_qp_ep)   qp_eps;       /* QP number -> its requests */
     ucs_list_link_t              pending_eps;  /* Endpoints with pending reqs */
+    ucs_list_link_t              gc_list;      /* QPs of destroyed endpoints */
+    unsigned                     num_gc;
 
     struct {
+        int                      cq_credits;   /* Free entries of cq (see
+                                                  hipower_txq.h) */
+        unsigned                 cq_len;       /* Its depth */
+        uint32_t                 fence_beat;   /* uct_iface_fence() count */
+        int                      starved;      /* A post found no credits */
+    } tx;
+
+    struct {
+        void                     *map;         /* mmap()ed, for munmap() */
+        size_t                   map_size;
         void                     *base;        /* Receive slot arena */
         size_t                   size;
         struct ibv_mr            *mr;          /* Pins it all; local access only */
         hipower_arena_t          slots;        /* Which slots are taken */
     } arena;
 
+    /* HOLD_SLOTS=y: messages go to handlers in private copies they may
+     * keep; UCT's release_desc returns them to this pool */
+    struct {
+        ucs_mpool_t              mp;
+        size_t                   payload_offset; /* Data in an element */
+        uct_recv_desc_t          release_desc;
+    } rx;
+
     struct {
         size_t                   slot_size;
         size_t                   max_payload;  /* What fits after the header */
-        size_t                   rx_headroom;  /* User's, before the data */
-        size_t                   data_offset;  /* Header position in a slot */
+        size_t                   max_short;    /* am_short, headers included */
+        hipower_slot_layout_t    layout;       /* Of our receive slots */
+        size_t                   rx_headroom;  /* User's, in held copies */
         unsigned                 slots_per_ep;
+        unsigned                 max_eps;      /* Room kept for this many */
         unsigned                 min_slots_per_ep;
         double                   recycle_threshold;
         unsigned                 tx_queue_len;
@@ -175,7 +182,11 @@ typedef struct uct_hipower_iface {
         struct ibv_cq            *rx_cq;       /* Wake-up writes' receives */
         uint64_t                 gen;          /* Sleep generation, 0: never */
         int                      new_gen;      /* Next arm starts a new one */
+        unsigned                 rx_expected;  /* Receive completions due that
+                                                  no sleeper waits for */
     } event;
+
+    uint64_t                     async_seq;    /* Device events handled */
 
     uct_hipower_stats_t          stats;
     char                         dev_name[UCT_DEVICE_NAME_MAX];
@@ -197,6 +208,10 @@ typedef struct uct_hipower_tx_op {
             size_t               length;
         } get_bcopy;                       /* Unpacks the buffer */
         void                     *result;  /* Fetching atomic's result */
+        struct {
+            void                 *dest;
+            size_t               length;
+        } get_short;                       /* Copies the buffer out */
         uint64_t                 arm_gen;  /* Wakeup handshake's generation */
     } u;
 } uct_hipower_tx_op_t;
@@ -204,6 +219,7 @@ typedef struct uct_hipower_tx_op {
 
 typedef enum {
     UCT_HIPOWER_OP_SEND,        /* am_* / put_bcopy (bcopy buffer follows) */
+    UCT_HIPOWER_OP_GET_SHORT,   /* READ into the buffer, then copy out */
     UCT_HIPOWER_OP_COMP,        /* zcopy / flush: completion only */
     UCT_HIPOWER_OP_GET_BCOPY,   /* READ into the buffer, then unpack */
     UCT_HIPOWER_OP_ATOMIC64,    /* Fetching atomic: copy the result out */
@@ -220,8 +236,21 @@ static inline void *uct_hipower_tx_op_buffer(uct_hipower_tx_op_t *op)
 }
 
 
-/* Receive work requests per QP for wake-up writes (one per sleep at most) */
+/* Receive work requests per QP for wake-up writes (one per sleep at most,
+ * and a peer's first write) */
 #define UCT_HIPOWER_EVENT_RECVS      4
+
+/* Completion-queue credits only recalls may take (hipower_txq.h) */
+#define UCT_HIPOWER_CQ_RECALL_RESERVE  16
+
+/* Receive side (hipower_ep_rx.c): the pool of copies handlers may keep */
+ucs_status_t uct_hipower_iface_rx_init(uct_hipower_iface_t *iface,
+                                       const uct_iface_params_t *params);
+void uct_hipower_iface_rx_cleanup(uct_hipower_iface_t *iface);
+
+/* Handles the device's asynchronous events that concern this interface
+ * (hipower_async.c) */
+unsigned uct_hipower_iface_progress_async(uct_hipower_iface_t *iface);
 
 
 ucs_status_t uct_hipower_iface_progress_pending(uct_hipower_iface_t *iface);

@@ -136,6 +136,7 @@ static void uct_hipower_md_close(uct_md_h uct_md)
     uct_hipower_md_t *md = ucs_derived_of(uct_md, uct_hipower_md_t);
     int ret;
 
+    uct_hipower_md_async_cleanup(md);
     if (md->rcache != NULL) {
         ucs_rcache_destroy(md->rcache);
     }
@@ -166,6 +167,9 @@ static ucs_status_t uct_hipower_md_query(uct_md_h uct_md,
                                     UCT_MD_FLAG_NEED_RKEY;
     md_attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     md_attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    /* As UCX's ib MD: no allocation of its own, but no bound either (UCX's
+     * tests size their buffers by it) */
+    md_attr->cap.max_alloc        = ULONG_MAX;
     md_attr->cap.max_reg          = ULONG_MAX;
     md_attr->rkey_packed_size     = sizeof(uint32_t);
     md_attr->reg_cost             = md->reg_cost;
@@ -445,12 +449,21 @@ ucs_status_t uct_hipower_md_open(uct_component_t *component,
         goto err_dealloc_pd;
     }
 
+    status = uct_hipower_md_async_init(md);
+    if (status != UCS_OK) {
+        goto err_destroy_rcache;
+    }
+
     *md_p = &md->super;
     ucs_debug("hipower %s: memory domain opened%s", md_name,
               (md->rcache != NULL) ? " with registration cache" : "");
     status = UCS_OK;
     goto out_free_list;
 
+err_destroy_rcache:
+    if (md->rcache != NULL) {
+        ucs_rcache_destroy(md->rcache);
+    }
 err_dealloc_pd:
     ibv_dealloc_pd(md->pd);
 err_close_device:

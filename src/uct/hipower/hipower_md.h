@@ -6,6 +6,7 @@
 
 #include <uct/base/uct_md.h>
 #include <ucs/memory/rcache.h>
+#include <ucs/type/spinlock.h>
 #include <ucs/type/status.h>
 #include <infiniband/verbs.h>
 
@@ -33,6 +34,18 @@ typedef struct uct_hipower_rcache_region {
 } uct_hipower_rcache_region_t;
 
 
+/* Device events kept for the interfaces to handle (hipower_async.c) */
+#define UCT_HIPOWER_ASYNC_RING   64
+
+/* One asynchronous event of the device, as ibv_get_async_event() gave it */
+typedef struct uct_hipower_async_event {
+    enum ibv_event_type      type;
+    uint32_t                 qp_num;       /* QP events */
+    void                     *cq;          /* CQ events */
+    uint8_t                  port;         /* Port events */
+} uct_hipower_async_event_t;
+
+
 /**
  * hipower memory domain: one per verbs device. It owns the device context and
  * the protection domain that all of the device's hipower interfaces share.
@@ -44,6 +57,16 @@ typedef struct uct_hipower_md {
     ucs_rcache_t             *rcache;      /* Registration cache, or NULL */
     ucs_linear_func_t        reg_cost;     /* Reported registration cost */
     char                     name[UCT_MD_NAME_MAX];
+
+    /* Device events, read by UCX's async thread, handled by each interface
+     * in its progress (it owns its endpoints): the last
+     * UCT_HIPOWER_ASYNC_RING of them, numbered by seq */
+    struct {
+        int                  registered;   /* Handler installed */
+        ucs_spinlock_t       lock;
+        uint64_t             seq;          /* Events read so far */
+        uct_hipower_async_event_t ring[UCT_HIPOWER_ASYNC_RING];
+    } async;
 } uct_hipower_md_t;
 
 
@@ -84,6 +107,11 @@ ucs_status_t uct_hipower_md_reg_internal(uct_hipower_md_t *md, void *address,
 
 void uct_hipower_md_dereg_internal(uct_hipower_md_t *md, struct ibv_mr *mr,
                                    const char *what);
+
+/* Reads the device's asynchronous events in UCX's async thread (md open)
+ * and stops (md close) -- hipower_async.c */
+ucs_status_t uct_hipower_md_async_init(uct_hipower_md_t *md);
+void uct_hipower_md_async_cleanup(uct_hipower_md_t *md);
 
 static inline uint32_t uct_hipower_memh_lkey(uct_mem_h memh)
 {

@@ -93,6 +93,19 @@ static inline uint32_t hipower_tx_ring_take(hipower_tx_ring_t *ring)
 }
 
 /**
+ * Gives back the slot the last hipower_tx_ring_take() took, when nothing of
+ * its message could be posted: its written bit flips back and the next take
+ * returns the same sequence number.
+ */
+static inline void hipower_tx_ring_untake(hipower_tx_ring_t *ring)
+{
+    uint32_t seq = --ring->head;
+
+    hipower_bitmap_toggle(ring->written, hipower_ring_slot(ring->num_slots,
+                                                           seq));
+}
+
+/**
  * Applies a fresh copy of the receiver's consumed bitmap: advances the tail
  * over the slots that are free again. Returns how many were recycled.
  */
@@ -140,13 +153,20 @@ static inline uint32_t hipower_rx_ring_advance(hipower_rx_ring_t *ring)
     return slot;
 }
 
-/* Releases the slot @a slot: toggles its consumed bit */
+/*
+ * Releases the slot @a slot: toggles its consumed bit, which the sender
+ * reads to reuse the slot. A release barrier first: every read of the
+ * slot's message (ours and the handler's) is done before the bit can be
+ * seen, or a weakly ordered CPU could still be reading the slot when the
+ * sender's next message lands in it. (On x86 it only stops the compiler.)
+ */
 static inline void hipower_rx_ring_release(hipower_rx_ring_t *ring,
                                            uint32_t slot)
 {
     assert(ring->held > 0);
     assert(slot < ring->num_slots);
 
+    __atomic_thread_fence(__ATOMIC_RELEASE);
     hipower_bitmap_toggle(ring->consumed, slot);
     --ring->held;
 }

@@ -20,9 +20,8 @@ typedef struct hipower_slot_hdr {
     uint16_t seq;       /* Low 16 bits of the message's sequence number */
     uint8_t  am_id;     /* Active message id */
     uint8_t  flags;     /* Reserved, 0 */
-    uint64_t desc;      /* Receiver-private: overwritten with the recv
-                           descriptor pointer before the AM handler runs
-                           (uct_iface_release_desc() finds it at data - 8) */
+    uint64_t reserved;  /* 0; never read: nothing of the receiver's own
+                           state is ever kept in memory a peer can write */
 } hipower_slot_hdr_t;
 
 #define HIPOWER_SLOT_HDR_SIZE  sizeof(hipower_slot_hdr_t)
@@ -33,6 +32,47 @@ static inline size_t hipower_slot_max_payload(size_t slot_size)
     return slot_size - HIPOWER_SLOT_HDR_SIZE;
 }
 
+/*
+ * Where a message goes in a receive slot. The receiver decides, from its
+ * own interface parameters, and tells the sender in the endpoint address:
+ * the slots are "stride" bytes apart and the header starts "hdr_offset"
+ * bytes into each. Every slot has room for SLOT_SIZE bytes from the header
+ * on, whatever the alignment, so the largest message a sender may write
+ * does not depend on which peer it writes to.
+ */
+typedef struct hipower_slot_layout {
+    uint32_t stride;       /* Bytes from one slot to the next */
+    uint32_t hdr_offset;   /* Of the header in a slot */
+    uint32_t room;         /* Bytes from the header to the slot's end */
+} hipower_slot_layout_t;
+
+/* Slots are at least cache-line aligned */
+#define HIPOWER_SLOT_ALIGN  64
+
+/**
+ * Checks UCT's am_alignment/am_align_offset interface parameters (uct.h):
+ * an offset only with an alignment, the alignment a power of 2, the offset
+ * below it. Returns NULL if valid, else what is wrong.
+ */
+const char *hipower_slot_check_alignment(int has_align, size_t align,
+                                         int has_offset, size_t offset);
+
+/**
+ * Lays out slots with @a slot_size bytes of header and data each, so that
+ * the data (right after the header) plus @a align_offset is a multiple of
+ * @a align in every slot, given an arena that starts at a multiple of
+ * hipower_slot_base_align(@a align). @a align = 1: no alignment asked for,
+ * the header starts the slot.
+ */
+void hipower_slot_layout(size_t slot_size, size_t align, size_t align_offset,
+                         hipower_slot_layout_t *layout);
+
+/* Alignment the arena's base needs for hipower_slot_layout() */
+static inline size_t hipower_slot_base_align(size_t align)
+{
+    return (align > HIPOWER_SLOT_ALIGN) ? align : HIPOWER_SLOT_ALIGN;
+}
+
 /* Fills a header for message @a seq (the sender side) */
 static inline void hipower_slot_hdr_init(hipower_slot_hdr_t *hdr,
                                          uint8_t am_id, uint32_t length,
@@ -41,8 +81,8 @@ static inline void hipower_slot_hdr_init(hipower_slot_hdr_t *hdr,
     hdr->length = length;
     hdr->seq    = (uint16_t)seq;
     hdr->am_id  = am_id;
-    hdr->flags  = 0;
-    hdr->desc   = 0;
+    hdr->flags    = 0;
+    hdr->reserved = 0;
 }
 
 /* Why hipower_slot_hdr_parse() rejected @a copy: sets *reason_p */
@@ -83,9 +123,9 @@ hipower_slot_hdr_parse(const void *slot, size_t slot_size,
      * Subtracting from slot_size, which is known to be large enough, cannot
      * overflow; adding to length (up to UINT32_MAX) could. Flags are
      * reserved for later protocol versions: a header that uses them is not
-     * one this receiver knows how to read. The receiver-private desc is
-     * not copied. */
-    memcpy(&hdr, slot, offsetof(hipower_slot_hdr_t, desc));
+     * one this receiver knows how to read. The reserved word is not
+     * copied. */
+    memcpy(&hdr, slot, offsetof(hipower_slot_hdr_t, reserved));
     if (__builtin_expect((hdr.length > hipower_slot_max_payload(slot_size)) |
                          (hdr.am_id >= num_am_ids) | (hdr.flags != 0) |
                          (hdr.seq != (uint16_t)expected_seq), 0)) {

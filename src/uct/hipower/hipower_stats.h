@@ -26,15 +26,22 @@
     _f(get_ops)          /* RMA reads of user memory (get_*) */ \
     _f(get_bytes) \
     _f(atomic_ops)       /* Remote atomics */ \
-    _f(tx_completions)   /* Completions polled, all send-side */ \
-    _f(rx_completions)   /* Receive completions: none by design */ \
+    _f(tx_completions)   /* Completions polled from the send CQ */ \
+    _f(rx_completions)   /* Receive completions polled, wake-up CQ included: \
+                            one per woken sleep and peer, none per message */ \
     _f(pool_empty)       /* Sends refused: no free peer slot */ \
     _f(tx_queue_full)    /* Sends refused: no send queue / CQ room */ \
     _f(pending_dispatch) /* Pending requests dispatched */ \
     _f(wakeup_writes)    /* Announces sent with immediate: peer was asleep */ \
     _f(wakeup_events)    /* Their receive completions here */ \
     _f(sleeps)           /* event_arm calls that let the caller sleep */ \
-    _f(bad_slots)        /* Slots rejected as corrupt */
+    _f(bad_slots)        /* Slots rejected as corrupt */ \
+    _f(rx_copies)        /* HOLD_SLOTS=y: messages copied for handlers */ \
+    _f(cq_recalls)       /* Signaled no-ops posted to free CQ credits */ \
+    _f(fenced_wrs)       /* Work requests posted with IBV_SEND_FENCE */ \
+    _f(qps_drained)      /* QPs of destroyed endpoints drained, then freed */ \
+    _f(goodbyes)         /* "Closed" written to a peer on endpoint destroy */ \
+    _f(async_events)     /* Device events that concerned this interface */
 
 #define UCT_HIPOWER_STATS_DECLARE(_name) uint64_t _name;
 

@@ -6,7 +6,6 @@
 #endif
 
 #include "hipower_verbs.h"
-#include "hipower_ep.h"
 
 #include <ucs/debug/log.h>
 #include <string.h>
@@ -29,7 +28,9 @@ ucs_status_t uct_hipower_qp_create(uct_hipower_iface_t *iface,
     init_attr.qp_type             = IBV_QPT_RC;
     init_attr.send_cq             = iface->cq;
     init_attr.sq_sig_all          = 0;
-    init_attr.cap.max_send_wr     = iface->config.tx_queue_len;
+    /* One entry beyond what operations may take: the request that ends
+     * the QP in order always has room (hipower_ep.c) */
+    init_attr.cap.max_send_wr     = iface->config.tx_queue_len + 1;
     init_attr.cap.max_send_sge    = UCT_HIPOWER_MAX_IOV + 1;
     init_attr.cap.max_inline_data = iface->config.max_inline;
     if (iface->event.rx_cq != NULL) {
@@ -140,6 +141,20 @@ void uct_hipower_qp_destroy(uct_hipower_iface_t *iface, struct ibv_qp *qp)
 
     if (ret != 0) {
         ucs_warn("hipower %s: ibv_destroy_qp(0x%x) failed: %s",
+                 iface->dev_name, qp->qp_num, strerror(ret));
+    }
+}
+
+void uct_hipower_qp_to_error(uct_hipower_iface_t *iface, struct ibv_qp *qp)
+{
+    struct ibv_qp_attr qp_attr;
+    int ret;
+
+    memset(&qp_attr, 0, sizeof(qp_attr));
+    qp_attr.qp_state = IBV_QPS_ERR;
+    ret = ibv_modify_qp(qp, &qp_attr, IBV_QP_STATE);
+    if (ret != 0) {
+        ucs_warn("hipower %s: ibv_modify_qp(qp 0x%x, ERR) failed: %s",
                  iface->dev_name, qp->qp_num, strerror(ret));
     }
 }

@@ -22,6 +22,10 @@ ucs_status_t uct_hipower_qp_connect(uct_hipower_iface_t *iface,
 
 void uct_hipower_qp_destroy(uct_hipower_iface_t *iface, struct ibv_qp *qp);
 
+/* Moves a QP to the error state: what it has outstanding completes now,
+ * flushed, and the device stops touching its buffers */
+void uct_hipower_qp_to_error(uct_hipower_iface_t *iface, struct ibv_qp *qp);
+
 /* Link latency and bandwidth of the port, from its speed and width */
 void uct_hipower_port_estimate(const struct ibv_port_attr *port_attr,
                                size_t mtu, double *latency_p,

@@ -1,0 +1,83 @@
+#!/bin/bash
+# Builds UCX's own UCT conformance suite (test/gtest of the UCX source that
+# hipower builds against) with hipower added to its transport lists, into
+# the cache (never into git). Prints the gtest binary's path. Runs once per
+# UCX version, configure flags and patch; a fresh machine takes about 15
+# minutes on 2 cores (UCX's libraries, then the 200 MB gtest binary).
+#
+#   contrib/ucx-gtest.sh            # build if missing, print the binary
+#   contrib/ucx-gtest.sh --check    # print it if built and current, else exit 1
+#
+# The patch is the smallest that makes gtest know hipower: one token in the
+# list of transports every generic UCT suite is instantiated for
+# (UCT_TEST_NO_SELF_TLS in test/gtest/uct/uct_test.h; not the IB list, whose
+# suites cast to UCX's own ib interfaces) and one in test_md's component
+# list. It is applied by sed to the cached copy and checked afterwards.
+# UCX's Java and Go bindings are left out (Maven would try the network).
+set -eu -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE=${HIPOWER_CACHE:-$ROOT/.cache}
+PATCH_VERSION=1
+check_only=0
+[ "${1:-}" = --check ] && check_only=1
+
+log() { echo "ucx-gtest: $*" >&2; }
+
+src=$("$ROOT/contrib/ucx-source.sh")
+flags=$(cat "$src/.hipower-configured")
+dir=$CACHE/ucx-gtest/$(basename "$src")
+binary=$dir/test/gtest/gtest
+stamp="patch $PATCH_VERSION; $flags"
+if [ -x "$binary" ] && [ -r "$dir/.hipower-gtest" ] &&
+   [ "$(cat "$dir/.hipower-gtest")" = "$stamp" ]; then
+    echo "$binary"
+    exit 0
+fi
+if [ "$check_only" = 1 ]; then
+    log "no current build in $dir"
+    exit 1
+fi
+
+buildlog=$CACHE/ucx-gtest.log
+log "building UCX's gtest in $dir (about 15 minutes on 2 cores; log: $buildlog)"
+start=$SECONDS
+rm -rf "$dir"
+mkdir -p "$(dirname "$dir")"
+# The configured source of the installed UCX, copied: the hipower build
+# keeps using the original with the packaged library's config.h
+cp -a "$src" "$dir"
+rm -f "$dir/.hipower-configured"
+
+# hipower after tcp in the list of transports (no-self list, so also the
+# suites that exclude 'self'), and after ib in test_md's component list
+sed -i 's/^\(    tcp,\) *\\$/\1 hipower, \\/' "$dir/test/gtest/uct/uct_test.h"
+sed -i 's/^\(                   ib,\) *\\$/\1 hipower, \\/' \
+    "$dir/test/gtest/uct/test_md.cc"
+grep -q '^    tcp, hipower, \\$' "$dir/test/gtest/uct/uct_test.h" &&
+grep -q '^                   ib, hipower, \\$' "$dir/test/gtest/uct/test_md.cc" || {
+    log "the transport lists in $dir/test/gtest/uct are not where this UCX version had them"
+    exit 1
+}
+
+read -r -a args <<< "$flags"
+args=("${args[@]:1}")   # the stamp starts with the Debian version
+(cd "$dir" && ./configure "${args[@]}" --enable-gtest --without-java --without-go) > "$buildlog" 2>&1 || {
+    tail -30 "$buildlog" >&2
+    log "configure --enable-gtest failed (log: $buildlog)"
+    exit 1
+}
+jobs=$(nproc)
+# gcc 12 warns about UCX 1.13's own gtest sources (-Wuse-after-free in
+# ucm/malloc_hook.cc, a test that uses freed memory on purpose); UCX builds
+# them with -Werror
+(cd "$dir" && make -j"$jobs" CXXFLAGS="-g -O2 -Wno-error=use-after-free") \
+    >> "$buildlog" 2>&1 || {
+    grep -m20 -B2 -A5 'error' "$buildlog" >&2 || tail -30 "$buildlog" >&2
+    log "building UCX's gtest failed (log: $buildlog)"
+    exit 1
+}
+[ -x "$binary" ] || { log "no $binary after the build"; exit 1; }
+echo "$stamp" > "$dir/.hipower-gtest"
+log "built in $((SECONDS - start)) s"
+echo "$binary"

@@ -1,0 +1,429 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+/*
+ * Active messages, sender side: a message is one RDMA_WRITE of a slot
+ * header and the data into the peer's next slot. In push mode the sender
+ * then writes the slot's bitmap word (one inline RDMA_WRITE after the
+ * payload on the same QP, which RC executes in order), in the same call:
+ * once a send returned UCS_OK, the receiver sees the message without any
+ * further call of the sender (UCX_HIPOWER_ANNOUNCE_BATCH=1, the default).
+ * In pull mode the receiver reads the sender's published bitmap.
+ */
+
+#include "hipower_ep.h"
+
+#include <ucs/debug/log.h>
+#include <string.h>
+
+
+/*
+ * Push mode: the bitmap word that tells the receiver which of its slots
+ * hold new messages. Inline, so the word is copied when posted and never
+ * announces a slot whose payload write was posted after it; RC executes
+ * the writes in order, so the payloads land before the word. Returns the
+ * peer's sleep generation (see uct_hipower_ep_wakeup_check()).
+ */
+static uint64_t uct_hipower_ep_bitmap_wr(uct_hipower_ep_t *ep, uint32_t word,
+                                         struct ibv_send_wr *wr,
+                                         struct ibv_sge *sge)
+{
+    sge->addr              = (uintptr_t)&ep->ctrl->written[word];
+    sge->length            = sizeof(hipower_bitmap_word_t);
+    sge->lkey              = ep->ctrl_local_mr->lkey;
+    wr->opcode             = IBV_WR_RDMA_WRITE;
+    wr->send_flags         = IBV_SEND_INLINE;
+    wr->sg_list            = sge;
+    wr->num_sge            = 1;
+    wr->wr.rdma.remote_addr = ep->peer.written_view_addr +
+                              word * sizeof(hipower_bitmap_word_t);
+    wr->wr.rdma.rkey       = ep->peer.ctrl_write_rkey;
+    return uct_hipower_ep_wakeup_check(ep, wr);
+}
+
+/* Pull mode: "ready" in the peer's state word, before our first message,
+ * so that the peer starts reading our bitmap (hipower_ep.c) */
+static void uct_hipower_ep_hello_wr(uct_hipower_ep_t *ep,
+                                    struct ibv_send_wr *wr,
+                                    struct ibv_sge *sge, uint64_t *state)
+{
+    *state                 = UCT_HIPOWER_PEER_STATE_READY;
+    sge->addr              = (uintptr_t)state;
+    sge->length            = sizeof(*state);
+    sge->lkey              = 0;
+    wr->opcode             = IBV_WR_RDMA_WRITE;
+    wr->send_flags         = IBV_SEND_INLINE;
+    wr->sg_list            = sge;
+    wr->num_sge            = 1;
+    wr->wr.rdma.remote_addr = ep->peer.state_addr;
+    wr->wr.rdma.rkey       = ep->peer.ctrl_write_rkey;
+}
+
+/* Push mode: announces messages written but not yet announced (with
+ * UCX_HIPOWER_ANNOUNCE_BATCH > 1 only) */
+ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    ucs_status_t status;
+    uint64_t sleep_gen;
+
+    if (ep->tx.unannounced == 0) {
+        return UCS_OK;
+    }
+
+    if (!uct_hipower_ep_has_room(ep, 1)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    sleep_gen = uct_hipower_ep_bitmap_wr(ep, ep->tx.announce_word, &wr, &sge);
+    status    = uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL);
+    if (status == UCS_OK) {
+        uct_hipower_ep_wakeup_posted(ep, sleep_gen);
+        /* Part of the user's messages: flush waits for it */
+        ep->tx.user_end_sn = ep->txqp.txq.sn;
+        ep->tx.unannounced = 0;
+        iface->stats.rdma_writes++;
+    }
+    return status;
+}
+
+/*
+ * Admission for one message: fails with UCS_ERR_NO_RESOURCE (the caller may
+ * add a pending request) when there is no free peer slot or no room to post.
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_hipower_ep_tx_check(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    ucs_status_t status;
+
+    status = uct_hipower_ep_user_check(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    if (ucs_unlikely(hipower_tx_ring_free(&ep->tx.ring) == 0)) {
+        iface->stats.pool_empty++;
+        uct_hipower_ep_post_recycle_read(ep);
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    /* One more: the announce of an unfinished batch, or pull's hello */
+    if (ucs_unlikely(!uct_hipower_ep_has_room(
+                             ep, uct_hipower_ep_msg_wrs(iface) + 1))) {
+        iface->stats.tx_queue_full++;
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    return UCS_OK;
+}
+
+/* Admission plus a send descriptor whose buffer holds header and data */
+static inline ucs_status_t
+uct_hipower_ep_tx_op_get(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
+                         uct_completion_t *comp, uct_hipower_tx_op_t **op_p)
+{
+    uct_hipower_tx_op_t *op;
+    ucs_status_t status;
+
+    status = uct_hipower_ep_tx_check(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    op = uct_hipower_ep_op_get(ep, type, comp);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    *op_p = op;
+    return UCS_OK;
+}
+
+/* UCX's wording, which its tests look for */
+static ucs_status_t uct_hipower_ep_bad_am_id(uct_hipower_ep_t *ep,
+                                             const char *op, unsigned id)
+{
+    ucs_error(UCT_HIPOWER_EP_FMT ": %s: invalid active message id %u "
+              "(must be below %u)", UCT_HIPOWER_EP_ARG(ep), op, id,
+              (unsigned)UCT_AM_ID_MAX);
+    return UCS_ERR_INVALID_PARAM;
+}
+
+/* Pull mode, first message: "ready" goes first, in its own request */
+static ucs_status_t uct_hipower_ep_send_hello(uct_hipower_ep_t *ep)
+{
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    uint64_t state;
+    ucs_status_t status;
+
+    uct_hipower_ep_hello_wr(ep, &wr, &sge, &state);
+    status = uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL);
+    if (status == UCS_OK) {
+        ep->flags |= UCT_HIPOWER_EP_FLAG_HELLO_SENT;
+        uct_hipower_ep_iface(ep)->stats.rdma_writes++;
+    }
+    return status;
+}
+
+/*
+ * Takes the next peer slot and posts the payload write (and in push mode
+ * the bitmap word after it). @a data_wr has its sg_list and send flags
+ * (inline) filled by the caller.
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
+                        hipower_slot_hdr_t *hdr, uint8_t am_id,
+                        uint32_t length, int force_signal,
+                        uct_hipower_tx_op_t *op)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    struct ibv_send_wr bitmap_wr;
+    struct ibv_sge bitmap_sge;
+    uint32_t seq, slot, word, unannounced = 0;
+    uint64_t sleep_gen                     = 0;
+    ucs_status_t status;
+    unsigned nwr;
+    int push;
+
+    push = (iface->config.notify == UCT_HIPOWER_NOTIFY_PUSH);
+    if (ucs_unlikely(!push && !(ep->flags & UCT_HIPOWER_EP_FLAG_HELLO_SENT))) {
+        status = uct_hipower_ep_send_hello(ep);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    seq  = hipower_tx_ring_take(&ep->tx.ring);
+    slot = hipower_ring_slot(ep->tx.ring.num_slots, seq);
+    hipower_slot_hdr_init(hdr, am_id, length, seq);
+    ep->tx.msgs++;
+
+    data_wr->opcode              = IBV_WR_RDMA_WRITE;
+    data_wr->wr.rdma.remote_addr = ep->peer.slots_addr +
+                                   (uint64_t)slot * ep->peer.slot_stride +
+                                   ep->peer.hdr_offset;
+    data_wr->wr.rdma.rkey        = ep->peer.slots_rkey;
+
+    nwr = 1;
+    if (push) {
+        word = slot / HIPOWER_BITMAP_WORD_BITS;
+        if ((ep->tx.unannounced > 0) && (word != ep->tx.announce_word)) {
+            /* The new bit lives in another word: announce the old one */
+            status = uct_hipower_ep_announce(ep);
+            if (ucs_unlikely(status != UCS_OK)) {
+                goto err_undo;
+            }
+        }
+
+        ep->tx.announce_word = word;
+        unannounced          = ep->tx.unannounced;
+        if (ep->tx.unannounced + 1 >= iface->config.announce_batch) {
+            sleep_gen = uct_hipower_ep_bitmap_wr(ep, word, &bitmap_wr,
+                                                 &bitmap_sge);
+            data_wr->next       = &bitmap_wr;
+            nwr                 = 2;
+            ep->tx.unannounced  = 0;
+        } else {
+            ep->tx.unannounced++;
+        }
+    }
+    status = uct_hipower_ep_post(ep, data_wr,
+                                 (nwr == 2) ? &bitmap_wr : data_wr, nwr,
+                                 force_signal, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        if (push) {
+            ep->tx.unannounced = unannounced;
+        }
+        goto err_undo;
+    }
+
+    if (nwr == 2) {
+        uct_hipower_ep_wakeup_posted(ep, sleep_gen);
+    }
+
+    /* Flush waits for this, not for our own bitmap reads after it */
+    ep->tx.user_end_sn = ep->txqp.txq.sn;
+    iface->stats.tx_msgs++;
+    iface->stats.tx_bytes    += length;
+    iface->stats.rdma_writes += nwr;
+
+    /* Below the threshold, every message until the read completes would
+     * find it outstanding: test the flag here, not after a call */
+    if (hipower_tx_ring_wants_recycle(&ep->tx.ring, ep->tx.threshold) &&
+        !(ep->flags & UCT_HIPOWER_EP_FLAG_RECYCLE_READ)) {
+        uct_hipower_ep_post_recycle_read(ep);
+    }
+    return UCS_OK;
+
+err_undo:
+    /* Nothing of this message was posted: give the slot back */
+    hipower_tx_ring_untake(&ep->tx.ring);
+    ep->tx.msgs--;
+    if (push) {
+        /* A sleeping peer that read the count meanwhile stays awake until
+         * the message is sent again: never asleep with it missing */
+        ep->ctrl->announced = ep->tx.msgs;
+    }
+    return status;
+}
+
+ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
+                                     const void *buffer, unsigned length)
+{
+    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    /* One gather entry for both headers: each entry costs the provider a
+     * copy of its own */
+    struct {
+        hipower_slot_hdr_t slot;
+        uint64_t           am;
+    } headers;
+    struct ibv_send_wr wr;
+    struct ibv_sge sge[2];
+    ucs_status_t status;
+
+    UCS_STATIC_ASSERT(sizeof(headers) == HIPOWER_SLOT_HDR_SIZE + sizeof(hdr));
+    if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
+        return uct_hipower_ep_bad_am_id(ep, "am_short", id);
+    }
+
+    /* Bounded by the inline size and by the slot */
+    if (ucs_unlikely(sizeof(headers) + length > iface->config.max_short)) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": am_short length %u is over the "
+                  "limit %zu", UCT_HIPOWER_EP_ARG(ep), length,
+                  iface->config.max_short - sizeof(headers));
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_hipower_ep_tx_check(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    headers.am    = hdr;
+    sge[0].addr   = (uintptr_t)&headers;
+    sge[0].length = sizeof(headers);
+    sge[1].addr   = (uintptr_t)buffer;
+    sge[1].length = length;
+    wr.sg_list    = sge;
+    wr.num_sge    = (length > 0) ? 2 : 1;
+    wr.send_flags = IBV_SEND_INLINE;
+    status = uct_hipower_ep_send_msg(ep, &wr, &headers.slot, id,
+                                     sizeof(hdr) + length, 0, NULL);
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, &ep->super, AM, SHORT,
+                                 sizeof(hdr) + length);
+    return status;
+}
+
+ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                                uct_pack_callback_t pack_cb, void *arg,
+                                unsigned flags)
+{
+    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    hipower_slot_hdr_t *slot_hdr;
+    uct_hipower_tx_op_t *op;
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    ucs_status_t status;
+    size_t length;
+
+    if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
+        return uct_hipower_ep_bad_am_id(ep, "am_bcopy", id);
+    }
+
+    status = uct_hipower_ep_tx_op_get(ep, UCT_HIPOWER_OP_SEND, NULL, &op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    slot_hdr = uct_hipower_tx_op_buffer(op);
+    length   = pack_cb(slot_hdr + 1, arg);
+    if (ucs_unlikely(length > iface->config.max_payload)) {
+        /* The packer has already written past the slot: a caller bug */
+        ucs_fatal(UCT_HIPOWER_EP_FMT ": am_bcopy packed %zu bytes, the "
+                  "limit is %zu", UCT_HIPOWER_EP_ARG(ep), length,
+                  iface->config.max_payload);
+    }
+
+    sge.addr      = (uintptr_t)slot_hdr;
+    sge.length    = HIPOWER_SLOT_HDR_SIZE + length;
+    sge.lkey      = op->lkey;
+    wr.sg_list    = &sge;
+    wr.num_sge    = 1;
+    wr.send_flags = (sge.length <= iface->config.max_inline) ?
+                    IBV_SEND_INLINE : 0;
+    status = uct_hipower_ep_send_msg(ep, &wr, slot_hdr, id, length, 0, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put_inline(op);
+        return status;
+    }
+
+    UCT_TL_EP_STAT_OP(&ep->super, AM, BCOPY, length);
+    return length;
+}
+
+ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
+                                     const void *header, unsigned header_length,
+                                     const uct_iov_t *iov, size_t iovcnt,
+                                     unsigned flags, uct_completion_t *comp)
+{
+    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    struct ibv_sge sge[UCT_HIPOWER_MAX_IOV + 1];
+    hipower_slot_hdr_t *slot_hdr;
+    uct_hipower_tx_op_t *op;
+    struct ibv_send_wr wr;
+    ucs_status_t status;
+    size_t length;
+    int num_sge;
+
+    if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
+        return uct_hipower_ep_bad_am_id(ep, "am_zcopy", id);
+    }
+
+    length = header_length + uct_iov_total_length(iov, iovcnt);
+    if (ucs_unlikely((iovcnt > UCT_HIPOWER_MAX_IOV) ||
+                     (header_length > UCT_HIPOWER_MAX_ZCOPY_HDR) ||
+                     (length > iface->config.max_payload))) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": am_zcopy header %u iovcnt %zu "
+                  "length %zu is over the limit (header <= %u, iovcnt <= %u, "
+                  "length <= %zu)", UCT_HIPOWER_EP_ARG(ep), header_length,
+                  iovcnt, length, UCT_HIPOWER_MAX_ZCOPY_HDR,
+                  UCT_HIPOWER_MAX_IOV, iface->config.max_payload);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_hipower_ep_tx_op_get(ep, UCT_HIPOWER_OP_COMP, comp, &op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    slot_hdr = uct_hipower_tx_op_buffer(op);
+    memcpy(slot_hdr + 1, header, header_length);
+    sge[0].addr   = (uintptr_t)slot_hdr;
+    sge[0].length = HIPOWER_SLOT_HDR_SIZE + header_length;
+    sge[0].lkey   = op->lkey;
+    num_sge       = 1 + uct_hipower_ep_iov_sge(iov, iovcnt, sge + 1);
+
+    wr.sg_list    = sge;
+    wr.num_sge    = num_sge;
+    wr.send_flags = 0;
+    status = uct_hipower_ep_send_msg(ep, &wr, slot_hdr, id, length,
+                                     comp != NULL, op);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put_inline(op);
+        return status;
+    }
+
+    UCT_TL_EP_STAT_OP(&ep->super, AM, ZCOPY, length);
+    return UCS_INPROGRESS;
+}

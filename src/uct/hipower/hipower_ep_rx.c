@@ -1,0 +1,183 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+/*
+ * Active messages, receiver side: no receive work request and no
+ * completion. A slot holds the next message when the sender's written bit
+ * (pushed here or pulled from the sender) shows the parity of that slot's
+ * next use; messages are taken in ring order, so in send order, exactly
+ * once.
+ *
+ * The peer can write its slots at any time, so nothing of the receiver's
+ * own is ever kept there: the header is copied once and checked before
+ * the data is touched, the handler is not offered the slot to keep
+ * (UCT_CB_PARAM_FLAG_DESC), and the slot is released when it returns. With
+ * UCX_HIPOWER_HOLD_SLOTS=y the handler gets a private copy instead, which
+ * it may keep; a peer that scribbles over its slots corrupts only its own
+ * messages.
+ */
+
+#include "hipower_ep.h"
+
+#include <ucs/debug/log.h>
+#include <string.h>
+
+
+/* Receive batch per endpoint per progress call */
+#define UCT_HIPOWER_RX_BATCH      64
+
+
+/* uct_iface_release_desc() of a copy an AM handler kept */
+static void uct_hipower_iface_release_desc(uct_recv_desc_t *self, void *desc)
+{
+    ucs_mpool_put_inline(UCS_PTR_BYTE_OFFSET(desc,
+                                             -(ptrdiff_t)sizeof(uct_recv_desc_t*)));
+}
+
+ucs_status_t uct_hipower_iface_rx_init(uct_hipower_iface_t *iface,
+                                       const uct_iface_params_t *params)
+{
+    static ucs_mpool_ops_t ops = {
+        .chunk_alloc   = ucs_mpool_chunk_malloc,
+        .chunk_release = ucs_mpool_chunk_free,
+        .obj_init      = NULL,
+        .obj_cleanup   = NULL
+    };
+    size_t align, align_offset;
+    ucs_status_t status;
+
+    iface->rx.release_desc.cb = uct_hipower_iface_release_desc;
+    iface->rx.payload_offset  = sizeof(uct_recv_desc_t*) +
+                                iface->config.rx_headroom;
+    if (!iface->config.hold_slots) {
+        return UCS_OK;
+    }
+
+    /* The copies a handler may keep: [release_desc][headroom][data], the
+     * data at the alignment the user asked for */
+    status = uct_iface_param_am_alignment(params, iface->config.max_payload,
+                                          iface->rx.payload_offset,
+                                          iface->rx.payload_offset, &align,
+                                          &align_offset);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    return ucs_mpool_init(&iface->rx.mp, 0,
+                          iface->rx.payload_offset + iface->config.max_payload,
+                          align_offset, align, 64, UINT_MAX, &ops,
+                          "hipower_rx_copies");
+}
+
+void uct_hipower_iface_rx_cleanup(uct_hipower_iface_t *iface)
+{
+    if (iface->config.hold_slots) {
+        ucs_mpool_cleanup(&iface->rx.mp, 1);
+    }
+}
+
+/* HOLD_SLOTS=y: the handler gets a copy it may keep */
+static ucs_status_t
+uct_hipower_ep_deliver_copy(uct_hipower_iface_t *iface, void *elem,
+                            unsigned am_id, const void *data, uint32_t length)
+{
+    void *payload = UCS_PTR_BYTE_OFFSET(elem, iface->rx.payload_offset);
+    void *desc    = UCS_PTR_BYTE_OFFSET(payload,
+                                        -(ptrdiff_t)iface->config.rx_headroom);
+    ucs_status_t status;
+
+    memcpy(payload, data, length);
+    iface->stats.rx_copies++;
+    uct_recv_desc(desc) = &iface->rx.release_desc;
+    status = uct_iface_invoke_am(&iface->super, am_id, payload, length,
+                                 UCT_CB_PARAM_FLAG_DESC);
+    if (status == UCS_OK) {
+        ucs_mpool_put_inline(elem);
+    }
+    return status;
+}
+
+unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface   = uct_hipower_ep_iface(ep);
+    hipower_rx_ring_t *ring       = &ep->rx.ring;
+    /* Per-message constants, loaded once per batch */
+    size_t stride                 = iface->config.layout.stride;
+    size_t room                   = iface->config.layout.room;
+    char *first_hdr               = UCS_PTR_BYTE_OFFSET(ep->rx.slots,
+                                                        iface->config.layout.hdr_offset);
+    int hold                      = iface->config.hold_slots;
+    void *elem                    = NULL;
+    unsigned count, i, am_id;
+    hipower_slot_hdr_t *hdr;
+    const char *reason;
+    ucs_status_t status;
+    uint32_t slot, seq, length;
+
+    count = hipower_rx_ring_ready_count(ring, ep->ctrl->written_view,
+                                        UCT_HIPOWER_RX_BATCH);
+    if (count == 0) {
+        return 0;
+    }
+
+    if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_READY))) {
+        /* The peer wrote to us, so its QP is ready. Its first write woke
+         * us (hipower_event.c): that receive completion is polled even if
+         * nobody sleeps, so that the receive is posted again. */
+        uct_hipower_ep_peer_ready(ep);
+        if ((ep->flags & UCT_HIPOWER_EP_FLAG_FIRST_IMM) &&
+            (ep->rx.delivered == 0)) {
+            ++iface->event.rx_expected;
+        }
+    }
+
+    /* The bitmap said so: now the slot contents may be read */
+    ucs_memory_cpu_load_fence();
+
+    for (i = 0; i < count; ++i) {
+        if (hold) {
+            elem = ucs_mpool_get_inline(&iface->rx.mp);
+            if (ucs_unlikely(elem == NULL)) {
+                /* No memory for a copy: the message waits in its slot */
+                count = i;
+                break;
+            }
+        }
+
+        seq    = ring->head;
+        slot   = hipower_rx_ring_advance(ring);
+        hdr    = (hipower_slot_hdr_t*)(first_hdr + (size_t)slot * stride);
+        status = hipower_slot_hdr_parse(hdr, room, seq, UCT_AM_ID_MAX,
+                                        &am_id, &length, &reason);
+        if (ucs_unlikely(status != UCS_OK)) {
+            ucs_error(UCT_HIPOWER_EP_FMT ": dropping message %u in slot %u "
+                      "from the peer: %s", UCT_HIPOWER_EP_ARG(ep), seq, slot,
+                      reason);
+            iface->stats.bad_slots++;
+            if (hold) {
+                ucs_mpool_put_inline(elem);
+            }
+            hipower_rx_ring_release(ring, slot);
+            continue;
+        }
+
+        iface->stats.rx_msgs++;
+        iface->stats.rx_bytes += length;
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id,
+                           hdr + 1, length, "RX: AM slot %u", slot);
+        if (hold) {
+            uct_hipower_ep_deliver_copy(iface, elem, am_id, hdr + 1, length);
+        } else {
+            /* Without UCT_CB_PARAM_FLAG_DESC the handler may not keep it */
+            uct_iface_invoke_am(&iface->super, am_id, hdr + 1, length, 0);
+        }
+        hipower_rx_ring_release(ring, slot);
+    }
+
+    ep->rx.delivered += count;
+    return count;
+}

@@ -1,0 +1,113 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifndef UCT_HIPOWER_TXQ_H_
+#define UCT_HIPOWER_TXQ_H_
+
+#include <stdint.h>
+
+/*
+ * Send-queue and completion-queue accounting of one RC queue pair, without
+ * any verbs.
+ *
+ * Work requests are numbered from 0 per QP (the work request id). Only
+ * every signal_interval-th one asks for a completion, and a completion
+ * retires its request and every one before it. But when a QP fails, the
+ * device completes *every* outstanding request, signaled or not, each with
+ * its own (flushed) completion; so every posted request holds a credit of
+ * the interface's completion queue until a completion covers it, or a mass
+ * failure of queue pairs with full send queues would overrun the CQ.
+ *
+ * Credits live in one counter per interface (@a cq_credits below). A
+ * request may take the last credits only when it is signaled: credits held
+ * by unsignaled requests come back only with a later signaled one, so near
+ * the bottom every post asks for a completion, and a QP holding unsignaled
+ * requests can be asked to post a signaled no-op (a "recall") from the
+ * credits kept back for that.
+ */
+
+typedef struct hipower_txq {
+    uint64_t sn;          /* Id of the next work request */
+    uint64_t acked_sn;    /* Every request before it has completed */
+    uint32_t sq_len;      /* Send queue entries usable by operations */
+    uint32_t unsignaled;  /* Requests since the last signaled one */
+} hipower_txq_t;
+
+
+void hipower_txq_init(hipower_txq_t *txq, uint32_t sq_len);
+
+/* Requests posted and not yet covered by a completion */
+static inline uint32_t hipower_txq_outstanding(const hipower_txq_t *txq)
+{
+    return (uint32_t)(txq->sn - txq->acked_sn);
+}
+
+/* Free send queue entries */
+static inline uint32_t hipower_txq_sq_free(const hipower_txq_t *txq)
+{
+    uint32_t outstanding = hipower_txq_outstanding(txq);
+
+    return (outstanding >= txq->sq_len) ? 0 : (txq->sq_len - outstanding);
+}
+
+/*
+ * Whether @a nwr more requests may be posted: send queue room, and
+ * completion queue credits beyond @a cq_reserve (the credits kept back for
+ * recalls, see hipower_txq_signal()).
+ */
+static inline int hipower_txq_can_post(const hipower_txq_t *txq, unsigned nwr,
+                                       int cq_credits, int cq_reserve)
+{
+    return (hipower_txq_sq_free(txq) >= nwr) &&
+           (cq_credits >= (int)nwr + cq_reserve);
+}
+
+/*
+ * Whether the last of @a nwr requests about to be posted must be signaled:
+ * when due by the interval, or when the credits left after it fall below
+ * @a low_water (so that credits do not end up held by unsignaled requests
+ * that nothing would retire).
+ */
+static inline int hipower_txq_signal(const hipower_txq_t *txq, unsigned nwr,
+                                     unsigned signal_interval, int cq_credits,
+                                     int low_water)
+{
+    return (txq->unsignaled + nwr >= signal_interval) ||
+           (cq_credits - (int)nwr < low_water);
+}
+
+/*
+ * Accounts for a chain of @a nwr requests of which the first @a posted went
+ * out (ibv_post_send() stops at bad_wr: posted < nwr when it failed part-way);
+ * @a last_signaled: the chain's last request was signaled, which counts only
+ * if it was posted. Takes a credit per posted request from *@a cq_credits.
+ * Returns the id of the first request of the chain.
+ */
+uint64_t hipower_txq_posted(hipower_txq_t *txq, unsigned nwr, unsigned posted,
+                            int last_signaled, int *cq_credits);
+
+/* How many requests of a chain ibv_post_send() took, given bad_wr's index
+ * (0-based; @a nwr when it succeeded) */
+static inline unsigned hipower_txq_chain_posted(unsigned nwr, int failed,
+                                                unsigned bad_index)
+{
+    return failed ? ((bad_index < nwr) ? bad_index : nwr) : nwr;
+}
+
+/*
+ * A completion (successful or flushed) of the request with id @a wr_sn: it
+ * and every request before it are done. Returns how many requests it
+ * retires; their send queue entries and credits (added to *@a cq_credits)
+ * come back. A completion for a request already retired retires nothing.
+ */
+uint32_t hipower_txq_completed(hipower_txq_t *txq, uint64_t wr_sn,
+                               int *cq_credits);
+
+/* Whether the requests posted so far end in an unsignaled one, which no
+ * completion will ever report unless the QP fails */
+static inline int hipower_txq_has_trailing(const hipower_txq_t *txq)
+{
+    return (txq->unsignaled > 0) && (hipower_txq_outstanding(txq) > 0);
+}
+
+#endif

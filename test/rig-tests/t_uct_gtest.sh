@@ -1,0 +1,61 @@
+#!/bin/bash
+# UCX's own UCT conformance suite (test/gtest of the UCX hipower is built
+# against, with hipower added to its transport lists by contrib/ucx-gtest.sh)
+# on one verbs device, hipower preloaded: every generic UCT suite, as UCX
+# runs it for its own transports. Fails on any gtest failure; prints gtest's
+# summary and the failed tests. Also fails if fewer tests pass or more skip
+# than GTEST_MIN_PASSED / GTEST_MAX_SKIPPED, so that a capability lost
+# silently (tests skipped instead of run) shows.
+#
+# By hand, one suite (from the project directory):
+#   test/rig/hipower-rig -n 1 -- test/rig-tests/run-rig-tests . uct_gtest
+#   GTEST_FILTER='hipower/uct_p2p_am_test.*' test/rig/hipower-rig -n 1 -- \
+#       test/rig-tests/run-rig-tests . uct_gtest
+. "$(dirname "$0")/lib.sh"
+
+gtest=$("$HIPOWER_SRC/contrib/ucx-gtest.sh" --check) ||
+    fail "UCX's gtest is not built: run contrib/ucx-gtest.sh (the test command does)"
+
+# Not part of the generic conformance set: performance suites with
+# hardware-sized targets, and the MD's system-device test (needs sysfs PCI
+# topology). GTEST_FILTER narrows it further.
+exclude='*test_uct_perf*:*test_uct_loopback*:*test_md.sys_device*'
+filter="${GTEST_FILTER:-hipower/*}:-$exclude"
+min_passed=${GTEST_MIN_PASSED:-0}
+max_skipped=${GTEST_MAX_SKIPPED:-1000}
+[ -n "${GTEST_FILTER:-}" ] && min_passed=0 max_skipped=1000
+
+# The whole output stays in the build tree for a look afterwards
+log=$HIPOWER_BUILD/uct-gtest.log
+echo "gtest: $gtest"
+echo "filter: $filter"
+echo "log: $log"
+# bt: a crashed test prints its stack and ends (gtest's default, freeze,
+# would hang the rig). The watchdog ends a test stuck for 300 s. Each
+# finished test is shown as it ends (the run takes minutes).
+UCX_HANDLE_ERRORS=bt UCX_LOG_LEVEL=warn UCX_LOG_PRINT_ENABLE=y \
+    LD_PRELOAD="$HIPOWER_PLUGIN" "$gtest" -t "${GTEST_WATCHDOG:-300}" \
+        --gtest_filter="$filter" --gtest_color=no 2>&1 | tee "$log" |
+    grep --line-buffered -E '^\[ +(OK|FAILED|SKIP[A-Z]*) +\] [^ ]+\.' |
+    sed -u 's/^/  /'
+rc=${PIPESTATUS[0]}
+
+echo "--- gtest summary"
+sed -n '/^\[==========\] [0-9]* tests* from .* ran/,$p' "$log"
+passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests*\..*/\1/p' "$log" | tail -1)
+skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests*,.*/\1/p' "$log" | tail -1)
+failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests*,.*/\1/p' "$log" | tail -1)
+passed=${passed:-0} skipped=${skipped:-0} failed=${failed:-0}
+echo "gtest: $passed passed, $failed failed, $skipped skipped (exit $rc)"
+if [ "$rc" != 0 ] || [ "$failed" != 0 ]; then
+    # The failing tests' own output; after a crash, the end of the run
+    awk '/^\[ RUN +\]/ { buf = "" } { buf = buf $0 "\n" }
+         /^\[  FAILED  \] .*\(/ { printf "%s", buf; buf = "" }' "$log" | tail -300
+    [ "$failed" = 0 ] && tail -60 "$log"
+    fail "UCX's gtest failed (exit $rc, $failed failed; whole output: $log)"
+fi
+[ "$passed" -ge "$min_passed" ] ||
+    fail "only $passed gtest tests passed, expected at least $min_passed"
+[ "$skipped" -le "$max_skipped" ] ||
+    fail "$skipped gtest tests skipped, expected at most $max_skipped"
+echo "ok: UCX's UCT gtest suite passes for hipower"

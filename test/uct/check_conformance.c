@@ -1,0 +1,768 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ *
+ * What UCT's contract asks of every transport, and resource handling as
+ * careful as UCX's RC transport, through UCT's public API (fixture.c). Each
+ * test failed against the transport before the change it checks.
+ *  - a message is seen by the receiver with no further call of the sender;
+ *  - am_short is bounded by the slot as well as by the inline size;
+ *  - an interface fence orders a put after a get that fills its source;
+ *  - flush(CANCEL) completes what is outstanding at once, canceled, and
+ *    leaves the endpoint in error without calling the error handler;
+ *  - endpoints failing together with full send queues do not overrun the
+ *    completion queue: every one of them reports, and the interface works
+ *    afterwards;
+ *  - a peer that scribbles over its slots and control words corrupts only
+ *    its own messages, never what the receiver keeps or its control flow;
+ *  - nothing of the transport's own goes to a peer whose QP is not ready
+ *    yet, or that closed its endpoint in order: no error for either;
+ *  - an interface closed with endpoints open neither crashes nor leaks;
+ *  - at default settings one interface serves 300 endpoints, and reports
+ *    max_num_eps it can hold;
+ *  - the data handed to AM handlers is aligned as the interface asked.
+ */
+#include "fixture.h"
+
+#include <hipower_wire.h>
+
+
+/*
+ * The sender sends and never calls anything after: B's progress alone
+ * must deliver each message (a message announced only by the sender's next
+ * call would never arrive).
+ */
+START_TEST(test_delivery_needs_no_sender_call)
+{
+    unsigned n, spins;
+    uint64_t before;
+
+    setup_pairs(2);
+    hold_probability = 0;
+    for (n = 0; n < 64; ++n) {
+        before = received;
+        ck_assert_int_eq(send_one(&pairs[n % 2], n % 2, n % NUM_AM_IDS,
+                                  24 + (n * 97) % 2000, n % 3), UCS_OK);
+        for (spins = 0; (received == before) && (spins < 2000000); ++spins) {
+            progress(0, 1);
+        }
+        ck_assert_msg(received == before + 1, "message %u was not delivered "
+                      "without a call of the sender", n);
+    }
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * Slots of 256 bytes and inline writes up to 1 KiB: am_short must stay
+ * within the slot (240 bytes of header and data), not the inline size.
+ */
+START_TEST(test_am_short_bounded_by_slot)
+{
+    static uint8_t buf[1024];
+    size_t max;
+    unsigned spins;
+
+    setenv("UCX_HIPOWER_SLOT_SIZE", "256", 1);
+    setenv("UCX_HIPOWER_TX_MAX_INLINE", "1024", 1);
+    setup_pairs(1);
+    max = side_a.attr.cap.am.max_short;
+    printf("am_short limit with 256-byte slots, 1 KiB inline: %zu\n", max);
+    ck_assert_uint_le(max + 16, 256);
+    ck_assert_uint_le(side_a.attr.cap.am.max_bcopy + 16, 256);
+
+    /* The largest one arrives intact */
+    ck_assert_int_eq(send_one(&pairs[0], 0, 1, max, 0), UCS_OK);
+    for (spins = 0; (received == 0) && (spins < 2000000); ++spins) {
+        progress(1, 1);
+    }
+    ck_assert_uint_eq(received, 1);
+    ck_assert_int_eq(errors, 0);
+
+    /* One byte more is refused */
+    memset(buf, 0, sizeof(buf));
+    ck_assert_int_eq(uct_ep_am_short(pairs[0].ep_a, 1, 0, buf, max - 8 + 1),
+                     UCS_ERR_INVALID_PARAM);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * get_zcopy of B's buffer X into A's buffer L, uct_iface_fence(), then
+ * put_zcopy of L into B's buffer Y: the put must send what the get
+ * brought. Without the fence the device may read L for the put before the
+ * get's data has landed in it.
+ */
+START_TEST(test_iface_fence_orders_get_then_put)
+{
+    const size_t size = 65536;
+    uct_mem_h x_memh, y_memh, l_memh;
+    uint8_t *x, *y, *l;
+    uct_rkey_bundle_t x_rkey, y_rkey;
+    uct_completion_t comp;
+    void *rkey_buf;
+    ucs_status_t status;
+    unsigned round, stale = 0;
+    uct_iov_t iov;
+
+    setup_pairs(1);
+    x = malloc(size);
+    y = malloc(size);
+    l = malloc(size);
+    ck_assert_int_eq(uct_md_mem_reg(side_b.md, x, size, UCT_MD_MEM_ACCESS_ALL,
+                                    &x_memh), UCS_OK);
+    ck_assert_int_eq(uct_md_mem_reg(side_b.md, y, size, UCT_MD_MEM_ACCESS_ALL,
+                                    &y_memh), UCS_OK);
+    ck_assert_int_eq(uct_md_mem_reg(side_a.md, l, size, UCT_MD_MEM_ACCESS_ALL,
+                                    &l_memh), UCS_OK);
+    rkey_buf = malloc(64);
+    ck_assert_int_eq(uct_md_mkey_pack(side_b.md, x_memh, rkey_buf), UCS_OK);
+    ck_assert_int_eq(uct_rkey_unpack(side_b.component, rkey_buf, &x_rkey),
+                     UCS_OK);
+    ck_assert_int_eq(uct_md_mkey_pack(side_b.md, y_memh, rkey_buf), UCS_OK);
+    ck_assert_int_eq(uct_rkey_unpack(side_b.component, rkey_buf, &y_rkey),
+                     UCS_OK);
+
+    iov.buffer = l;
+    iov.length = size;
+    iov.memh   = l_memh;
+    iov.stride = 0;
+    iov.count  = 1;
+    for (round = 0; round < 20; ++round) {
+        fill_pattern(x, size, 2 * round + 1);
+        fill_pattern(l, size, 2 * round + 2);  /* Stale until the get */
+        memset(y, 0, size);
+
+        rma_comp_init(&comp);
+        status = uct_ep_get_zcopy(pairs[0].ep_a, &iov, 1, (uintptr_t)x,
+                                  x_rkey.rkey, &comp);
+        ck_assert_int_eq(status, UCS_INPROGRESS);
+        ck_assert_int_eq(uct_iface_fence(side_a.iface, 0), UCS_OK);
+        status = uct_ep_put_zcopy(pairs[0].ep_a, &iov, 1, (uintptr_t)y,
+                                  y_rkey.rkey, NULL);
+        ck_assert(!UCS_STATUS_IS_ERR(status));
+        flush_all();
+        ck_assert_int_eq(comp.count, 0);
+        stale += (memcmp(y, x, size) != 0);
+    }
+    printf("fence: %u of 20 puts sent stale data\n", stale);
+    ck_assert_uint_eq(stale, 0);
+
+    uct_rkey_release(side_b.component, &x_rkey);
+    uct_rkey_release(side_b.component, &y_rkey);
+    free(rkey_buf);
+    uct_md_mem_dereg(side_b.md, x_memh);
+    uct_md_mem_dereg(side_b.md, y_memh);
+    uct_md_mem_dereg(side_a.md, l_memh);
+    free(x);
+    free(y);
+    free(l);
+    teardown_pairs();
+}
+END_TEST
+
+static unsigned canceled_comps;
+
+static void cancel_comp_cb(uct_completion_t *self)
+{
+    if (self->status == UCS_ERR_CANCELED) {
+        ++canceled_comps;
+    } else {
+        fprintf(stderr, "canceled operation completed with %s\n",
+                ucs_status_string(self->status));
+        ++errors;
+    }
+}
+
+/*
+ * flush(CANCEL) on an endpoint whose peer is gone, with writes outstanding
+ * that would only fail after the transport's whole retry time (7 s here):
+ * every one completes at once with UCS_ERR_CANCELED, the flush returns,
+ * the endpoint is in error, the error handler is not called (the user
+ * asked for it), and pending requests stay for the user's purge.
+ */
+START_TEST(test_flush_cancel)
+{
+    static uct_completion_t comps[64];
+    static pending_send_t req;
+    unsigned posted = 0, purged = 0, i;
+    uct_completion_t flush_comp;
+    ucs_status_t status;
+    double start;
+    uct_iov_t iov;
+    rma_bufs_t b;
+
+    setup_pairs(1);
+    rma_setup(&b);
+    uct_ep_destroy(pairs[0].ep_b);
+    pairs[0].ep_b = NULL;
+
+    iov.buffer = b.local;
+    iov.length = 4096;
+    iov.memh   = b.local_memh;
+    iov.stride = 0;
+    iov.count  = 1;
+    for (i = 0; i < 64; ++i) {
+        comps[i].func   = cancel_comp_cb;
+        comps[i].count  = 1;
+        comps[i].status = UCS_OK;
+        status = uct_ep_put_zcopy(pairs[0].ep_a, &iov, 1, (uintptr_t)b.remote,
+                                  b.rkey.rkey, &comps[i]);
+        if (status != UCS_INPROGRESS) {
+            ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
+            break;
+        }
+        ++posted;
+    }
+    ck_assert_uint_gt(posted, 0);
+    req.req.func = pending_cb;
+    req.pair     = &pairs[0];
+    req.pair_idx = 0;
+    req.length   = 64;
+    req.done     = 0;
+    ck_assert_int_eq(uct_ep_pending_add(pairs[0].ep_a, &req.req, 0), UCS_OK);
+
+    start = now_sec();
+    canceled_comps = 0;
+    flush_comp.func   = flush_comp_cb;
+    flush_comp.count  = 1;
+    flush_comp.status = UCS_OK;
+    status = uct_ep_flush(pairs[0].ep_a, UCT_FLUSH_FLAG_CANCEL, &flush_comp);
+    ck_assert_msg((status == UCS_OK) || (status == UCS_INPROGRESS),
+                  "flush(CANCEL): %s", ucs_status_string(status));
+    while (((status == UCS_INPROGRESS) && (flush_comp.count > 0)) ||
+           (canceled_comps < posted)) {
+        progress(1, 0);
+        ck_assert_msg(now_sec() - start < 2.0, "flush(CANCEL) did not "
+                      "complete within 2 s: %u of %u canceled",
+                      canceled_comps, posted);
+    }
+    printf("flush(CANCEL): %u writes canceled in %.3f s\n", canceled_comps,
+           now_sec() - start);
+    ck_assert_uint_eq(canceled_comps, posted);
+    ck_assert_uint_eq(ep_errors_a, 0);
+    ck_assert_int_eq(req.done, 0);
+
+    /* In error now: nothing more goes out */
+    status = uct_ep_put_short(pairs[0].ep_a, b.local, 8, (uintptr_t)b.remote,
+                              b.rkey.rkey);
+    ck_assert_msg(UCS_STATUS_IS_ERR(status), "put after flush(CANCEL): %s",
+                  ucs_status_string(status));
+    uct_ep_pending_purge(pairs[0].ep_a, purge_cb, &purged);
+    ck_assert_uint_eq(purged, 1);
+    ck_assert_int_eq(errors, 0);
+    rma_cleanup(&b);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * 32 endpoints whose peer dies while each has as many writes out as the
+ * transport takes, with a completion queue far smaller than all of them:
+ * when the QPs fail, every request completes (flushed), signaled or not.
+ * None may be lost to a CQ overrun: every endpoint reports its failure,
+ * and the interface carries new traffic afterwards.
+ */
+START_TEST(test_mass_failure_cq)
+{
+    const int n = 32;
+    unsigned outstanding = 0, spins;
+    ucs_status_t status;
+    rma_bufs_t b;
+    double start;
+    int p, i;
+
+    setenv("UCX_HIPOWER_TIMEOUT", "50ms", 1);
+    setenv("UCX_HIPOWER_RETRY_COUNT", "3", 1);
+    setenv("UCX_HIPOWER_TX_CQ_LEN", "256", 1);
+    setenv("UCX_HIPOWER_TX_QUEUE_LEN", "256", 1);
+    setup_pairs(n);
+    rma_setup(&b);
+
+    /* The peers die first, so nothing completes before the failure */
+    for (p = 0; p < n; ++p) {
+        uct_ep_destroy(pairs[p].ep_b);
+        pairs[p].ep_b = NULL;
+    }
+
+    for (p = 0; p < n; ++p) {
+        for (i = 0; i < 512; ++i) {
+            status = uct_ep_put_short(pairs[p].ep_a, b.local, 8,
+                                      (uintptr_t)b.remote, b.rkey.rkey);
+            if (status != UCS_OK) {
+                ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
+                break;
+            }
+            ++outstanding;
+        }
+    }
+    printf("mass failure: %u writes out on %d endpoints, CQ credits 256\n",
+           outstanding, n);
+
+    start = now_sec();
+    while ((ep_errors_a < (unsigned)n) && (now_sec() - start < 30)) {
+        progress(1, 1);
+    }
+    printf("mass failure: %u of %d endpoints reported in %.2f s\n",
+           ep_errors_a, n, now_sec() - start);
+    ck_assert_uint_eq(ep_errors_a, n);
+
+    /* The flushed completions went somewhere: the interface is healthy */
+    for (p = 0; p < n; ++p) {
+        uct_ep_destroy(pairs[p].ep_a);
+        pairs[p].ep_a = NULL;
+    }
+    for (spins = 0; spins < 10000; ++spins) {
+        progress(1, 1);
+    }
+    connect_pair(&pairs[0]);
+    num_pairs = 1;
+    for (i = 0; i < 1000; ++i) {
+        while (send_one(&pairs[0], 0, 1, 64 + i % 512, i % 3) ==
+               UCS_ERR_NO_RESOURCE) {
+            progress(1, 1);
+        }
+    }
+    wait_all_received();
+    ck_assert_int_eq(errors, 0);
+    rma_cleanup(&b);
+    teardown_pairs();
+}
+END_TEST
+
+/* A test peer's raw write of @a length bytes at @a addr/@a rkey, over the
+ * endpoint, as hostile as it likes */
+static void raw_write(uct_ep_h ep, uint64_t addr, uint32_t rkey,
+                      const void *data, size_t length)
+{
+    rma_pack_arg_t pack = {data, length};
+    ssize_t ret;
+
+    do {
+        ret = uct_ep_put_bcopy(ep, rma_pack_cb, &pack, addr, rkey);
+        progress(1, 0);
+    } while (ret == UCS_ERR_NO_RESOURCE);
+    ck_assert_int_eq(ret, length);
+}
+
+/*
+ * A hostile peer: A writes garbage over every one of its slots at B and
+ * over the control words it may write, while B keeps messages it got
+ * (HOLD_SLOTS=y) and B's second endpoint carries traffic. The kept
+ * messages stay intact and release cleanly (no pointer of B's lives where
+ * A writes), B rejects what A scribbled and drops only A's messages, and
+ * the other endpoint is untouched.
+ */
+START_TEST(test_hostile_peer_scribbles)
+{
+    uct_hipower_ep_addr_t addr;
+    uint8_t garbage[8192];
+    unsigned i, spins, held_before;
+    size_t off, total, chunk;
+
+    setup_pairs(2);
+    hold_probability = 1.0;
+    for (i = 0; i < 16; ++i) {
+        ck_assert_int_eq(send_one(&pairs[0], 0, 1, 200 + i, 1), UCS_OK);
+    }
+    for (spins = 0; (received < 16) && (spins < 2000000); ++spins) {
+        progress(1, 1);
+    }
+    ck_assert_uint_eq(received, 16);
+    held_before = num_held;
+    ck_assert_uint_gt(held_before, 0);
+    hold_probability = 0;
+
+    /* B's address for A: where A may write, as a peer learns it */
+    ck_assert_uint_eq(side_b.attr.ep_addr_len, sizeof(addr));
+    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_b,
+                                        (uct_ep_addr_t*)&addr), UCS_OK);
+    for (i = 0; i < sizeof(garbage); ++i) {
+        garbage[i] = (uint8_t)(next_rand() | 1);
+    }
+    total = (size_t)addr.num_slots * addr.slot_stride;
+    for (off = 0; off < total; off += chunk) {
+        chunk = sizeof(garbage) / 2;
+        if (chunk > total - off) {
+            chunk = total - off;
+        }
+        raw_write(pairs[0].ep_a, addr.slots_addr + off, addr.slots_rkey,
+                  garbage, chunk);
+    }
+    /* The written-bitmap view and the words after it: every bit set */
+    raw_write(pairs[0].ep_a, addr.ctrl_write_addr, addr.ctrl_write_rkey,
+              garbage, 528);
+    flush_all();
+    printf("hostile peer: %zu bytes of slots and 528 of control words "
+           "scribbled, %u messages held\n", total, held_before);
+
+    /* B goes on: it may reject garbage, never crash or hurt the others */
+    for (spins = 0; spins < 200000; ++spins) {
+        progress(0, 1);
+    }
+    release_held(0);
+    ck_assert_int_eq(errors, 0);
+
+    /* The second endpoint is untouched */
+    received = 0;
+    pairs[1].expected_seq = pairs[1].next_seq;
+    for (i = 0; i < 200; ++i) {
+        while (send_one(&pairs[1], 1, i % NUM_AM_IDS, 24 + i * 13, i % 3) ==
+               UCS_ERR_NO_RESOURCE) {
+            progress(1, 1);
+        }
+    }
+    for (spins = 0; (received < 200) && (spins < 20000000); ++spins) {
+        progress(1, 1);
+    }
+    ck_assert_uint_eq(received, 200);
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * A connects to B, B connects back only after longer than A's whole retry
+ * time (0.27 s here). In pull mode A would read B's bitmap at once, in
+ * push mode a sleeping A would handshake with B: either to a QP that drops
+ * it, until A's endpoint failed. Nothing may go out before B is ready: no
+ * error, and traffic works once B is connected.
+ */
+START_TEST(test_nothing_to_unready_peer)
+{
+    uct_ep_params_t params;
+    void *addr_a, *addr_b;
+    unsigned i, spins;
+    double start;
+
+    setenv("UCX_HIPOWER_TIMEOUT", "50ms", 1);
+    setenv("UCX_HIPOWER_RETRY_COUNT", "3", 1);
+    setup_pairs(0);
+    num_pairs = 1;
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+    params.iface      = side_a.iface;
+    ck_assert_int_eq(uct_ep_create(&params, &pairs[0].ep_a), UCS_OK);
+    params.iface      = side_b.iface;
+    ck_assert_int_eq(uct_ep_create(&params, &pairs[0].ep_b), UCS_OK);
+    addr_a = malloc(side_a.attr.ep_addr_len);
+    addr_b = malloc(side_b.attr.ep_addr_len);
+    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_a, addr_a), UCS_OK);
+    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_b, addr_b), UCS_OK);
+    ck_assert_int_eq(uct_ep_connect_to_ep(pairs[0].ep_a, side_b.dev_addr,
+                                          addr_b), UCS_OK);
+
+    /* A progresses, and tries to sleep where it can, for 1 s */
+    start = now_sec();
+    while (now_sec() - start < 1.0) {
+        progress(1, 0);
+        if (side_a.attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV) {
+            uct_iface_event_arm(side_a.iface, UCT_EVENT_RECV);
+        }
+    }
+    ck_assert_msg(ep_errors_a == 0, "A's endpoint failed before its peer "
+                  "was connected: %s", ucs_status_string(ep_error_status));
+
+    ck_assert_int_eq(uct_ep_connect_to_ep(pairs[0].ep_b, side_a.dev_addr,
+                                          addr_a), UCS_OK);
+    free(addr_a);
+    free(addr_b);
+    pairs[0].next_seq = pairs[0].expected_seq = 0;
+    for (i = 0; i < 100; ++i) {
+        while (send_one(&pairs[0], 0, 1, 64 + i, i % 3) ==
+               UCS_ERR_NO_RESOURCE) {
+            progress(1, 1);
+        }
+    }
+    for (spins = 0; (received < 100) && (spins < 20000000); ++spins) {
+        progress(1, 1);
+    }
+    ck_assert_uint_eq(received, 100);
+    ck_assert_uint_eq(ep_errors_a, 0);
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * B destroys its endpoint in order (idle, flushed) while A's stays: A may
+ * not go on sending of its own accord (pull reads, sleep handshakes), or
+ * they would fail after A's retry time and report an error for an orderly
+ * close. A's endpoint stays quiet for 1 s.
+ */
+START_TEST(test_orderly_close_is_quiet)
+{
+    unsigned i, spins;
+    double start;
+
+    setenv("UCX_HIPOWER_TIMEOUT", "50ms", 1);
+    setenv("UCX_HIPOWER_RETRY_COUNT", "3", 1);
+    setup_pairs(1);
+    /* Traffic both ways, so that both know each other ready */
+    for (i = 0; i < 20; ++i) {
+        while (send_one(&pairs[0], 0, 1, 64 + i, 1) == UCS_ERR_NO_RESOURCE) {
+            progress(1, 1);
+        }
+    }
+    for (spins = 0; (received < 20) && (spins < 2000000); ++spins) {
+        progress(1, 1);
+    }
+    ck_assert_uint_eq(received, 20);
+    flush_all();
+
+    uct_ep_destroy(pairs[0].ep_b);
+    pairs[0].ep_b = NULL;
+    start = now_sec();
+    while (now_sec() - start < 1.0) {
+        progress(1, 1);
+        if (side_a.attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV) {
+            uct_iface_event_arm(side_a.iface, UCT_EVENT_RECV);
+        }
+    }
+    ck_assert_msg(ep_errors_a == 0, "an orderly close of the peer reported "
+                  "%s", ucs_status_string(ep_error_status));
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * Interfaces closed with endpoints still open and traffic just sent (run
+ * under valgrind by the rig test): no crash, no leak.
+ */
+START_TEST(test_iface_close_with_endpoints)
+{
+    unsigned i;
+
+    setup_pairs(4);
+    hold_probability = 0;
+    for (i = 0; i < 100; ++i) {
+        if (send_one(&pairs[i % 4], i % 4, 1, 64 + i, i % 2) ==
+            UCS_ERR_NO_RESOURCE) {
+            progress(1, 1);
+        }
+    }
+    progress(1, 1);
+    close_side(&side_a);
+    close_side(&side_b);
+}
+END_TEST
+
+/*
+ * At default settings: 300 endpoints on one interface (beyond a budget
+ * split in runs of 64 slots, which held 64), each carrying a message; the
+ * interface reports the number it guarantees as max_num_eps.
+ */
+START_TEST(test_many_endpoints_default)
+{
+    const int n = 300;
+    static uct_ep_h eps_a[300], eps_b[300];
+    void *addr_a, *addr_b;
+    uct_ep_params_t params;
+    int p, i;
+
+    setup_pairs(0);
+    printf("max_num_eps: %zu\n", side_b.attr.max_num_eps);
+    ck_assert_uint_ge(side_b.attr.max_num_eps, 256);
+    ck_assert_uint_lt(side_b.attr.max_num_eps, 1000000);
+
+    addr_a = malloc(side_a.attr.ep_addr_len);
+    addr_b = malloc(side_b.attr.ep_addr_len);
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+    for (p = 0; p < n; ++p) {
+        params.iface = side_a.iface;
+        ck_assert_int_eq(uct_ep_create(&params, &eps_a[p]), UCS_OK);
+        params.iface = side_b.iface;
+        ck_assert_msg(uct_ep_create(&params, &eps_b[p]) == UCS_OK,
+                      "endpoint %d refused", p + 1);
+        ck_assert_int_eq(uct_ep_get_address(eps_a[p], addr_a), UCS_OK);
+        ck_assert_int_eq(uct_ep_get_address(eps_b[p], addr_b), UCS_OK);
+        ck_assert_int_eq(uct_ep_connect_to_ep(eps_a[p], side_b.dev_addr,
+                                              addr_b), UCS_OK);
+        ck_assert_int_eq(uct_ep_connect_to_ep(eps_b[p], side_a.dev_addr,
+                                              addr_a), UCS_OK);
+    }
+
+    /* One message per endpoint, checked (pair index 0 for all) */
+    num_pairs = 1;
+    for (p = 0; p < n; ++p) {
+        pairs[0].ep_a = eps_a[p];
+        while (send_one(&pairs[0], 0, 1, 100, 1) == UCS_ERR_NO_RESOURCE) {
+            progress(1, 1);
+        }
+        /* In order per endpoint: one each, so reset the sequence */
+        pairs[0].next_seq = 0;
+        for (i = 0; (received < (uint64_t)p + 1) && (i < 2000000); ++i) {
+            progress(1, 1);
+        }
+        ck_assert_msg(received == (uint64_t)p + 1, "endpoint %d: no message",
+                      p + 1);
+        pairs[0].expected_seq = 0;
+    }
+    ck_assert_int_eq(errors, 0);
+
+    for (p = 0; p < n; ++p) {
+        uct_ep_destroy(eps_a[p]);
+        uct_ep_destroy(eps_b[p]);
+    }
+    pairs[0].ep_a = pairs[0].ep_b = NULL;
+    num_pairs     = 0;
+    free(addr_a);
+    free(addr_b);
+    close_side(&side_a);
+    close_side(&side_b);
+}
+END_TEST
+
+static size_t   align_req, align_off;
+static unsigned misaligned, aligned_desc;
+
+static ucs_status_t align_handler(void *arg, void *data, size_t length,
+                                  unsigned flags)
+{
+    if (((uintptr_t)data + align_off) % align_req) {
+        ++misaligned;
+    }
+    aligned_desc += !!(flags & UCT_CB_PARAM_FLAG_DESC);
+    ++received;
+    return UCS_OK;
+}
+
+/* Opens B with am_alignment/am_align_offset (0: not given) */
+static ucs_status_t open_b_aligned(const char *dev, size_t align,
+                                   size_t offset, uint64_t mask)
+{
+    uct_iface_config_t *config;
+    uct_iface_params_t params;
+    ucs_status_t status;
+
+    ck_assert_int_eq(uct_md_iface_config_read(side_b.md, "hipower", NULL,
+                                              NULL, &config), UCS_OK);
+    ck_assert_int_eq(uct_config_modify(config, "HOLD_SLOTS", hold_slots),
+                     UCS_OK);
+    memset(&params, 0, sizeof(params));
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE    |
+                                  UCT_IFACE_PARAM_FIELD_RX_HEADROOM | mask;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = "hipower";
+    params.mode.device.dev_name = dev;
+    params.rx_headroom          = RX_HEADROOM;
+    params.am_alignment         = align;
+    params.am_align_offset      = offset;
+    status = uct_iface_open(side_b.md, side_b.worker, &params, config,
+                            &side_b.iface);
+    uct_config_release(config);
+    return status;
+}
+
+/*
+ * am_alignment/am_align_offset: invalid ones fail uct_iface_open() with
+ * UCS_ERR_INVALID_PARAM; valid ones put the data handed to AM handlers at
+ * that alignment, in slots (HOLD_SLOTS=n) and in the copies handlers may
+ * keep (y), from a peer with other parameters.
+ */
+START_TEST(test_am_alignment)
+{
+    static const size_t aligns[][2] = {{4096, 0}, {256, 8}, {64, 63},
+                                       {8, 3}, {1, 0}};
+    const char *modes[] = {"n", "y"};
+    uct_iface_h ok_iface;
+    unsigned a, m, i;
+    char dev[64];
+
+    setup_pairs(0);
+    snprintf(dev, sizeof(dev), "%s", side_b.dev);
+    ok_iface = side_b.iface;
+
+    /* The cases of UCX's gtest uct_p2p_am_alignment.invalid_* */
+    ck_assert_int_eq(open_b_aligned(dev, 0, 0,
+                                    UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT),
+                     UCS_ERR_INVALID_PARAM);
+    ck_assert_int_eq(open_b_aligned(dev, 3, 1,
+                                    UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT),
+                     UCS_ERR_INVALID_PARAM);
+    ck_assert_int_eq(open_b_aligned(dev, 0, 11,
+                                    UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET),
+                     UCS_ERR_INVALID_PARAM);
+    ck_assert_int_eq(open_b_aligned(dev, 8, 8,
+                                    UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
+                                    UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET),
+                     UCS_ERR_INVALID_PARAM);
+    side_b.iface = ok_iface;
+
+    uct_iface_close(side_b.iface);
+    for (m = 0; m < 2; ++m) {
+        hold_slots = modes[m];
+        for (a = 0; a < sizeof(aligns) / sizeof(aligns[0]); ++a) {
+            align_req  = aligns[a][0];
+            align_off  = aligns[a][1];
+            misaligned = aligned_desc = 0;
+            ck_assert_int_eq(open_b_aligned(dev, align_req, align_off,
+                                            UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
+                                            UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET),
+                             UCS_OK);
+            uct_iface_query(side_b.iface, &side_b.attr);
+            uct_iface_get_device_address(side_b.iface, side_b.dev_addr);
+            uct_iface_set_am_handler(side_b.iface, 1, align_handler, NULL, 0);
+            uct_iface_progress_enable(side_b.iface, UCT_PROGRESS_SEND |
+                                                    UCT_PROGRESS_RECV);
+            connect_pair(&pairs[0]);
+            num_pairs = 1;
+            received  = 0;
+            for (i = 0; i < 30; ++i) {
+                while (send_one(&pairs[0], 0, 1, 16 + i * 37, i % 3) ==
+                       UCS_ERR_NO_RESOURCE) {
+                    progress(1, 1);
+                }
+            }
+            for (i = 0; (received < 30) && (i < 2000000); ++i) {
+                progress(1, 1);
+            }
+            ck_assert_uint_eq(received, 30);
+            ck_assert_msg(misaligned == 0, "HOLD_SLOTS=%s alignment %zu "
+                          "offset %zu: %u of 30 misaligned", modes[m],
+                          align_req, align_off, misaligned);
+            ck_assert_uint_eq(aligned_desc, (m == 1) ? 30 : 0);
+            uct_ep_destroy(pairs[0].ep_a);
+            uct_ep_destroy(pairs[0].ep_b);
+            uct_iface_close(side_b.iface);
+        }
+    }
+    hold_slots = "y";
+    pairs[0].ep_a = pairs[0].ep_b = NULL;
+    num_pairs = 0;
+    uct_iface_close(side_a.iface);
+    side_a.iface = NULL;
+    uct_worker_destroy(side_a.worker);
+    ucs_async_context_destroy(side_a.async);
+    uct_md_close(side_a.md);
+    free(side_a.dev_addr);
+    uct_worker_destroy(side_b.worker);
+    ucs_async_context_destroy(side_b.async);
+    uct_md_close(side_b.md);
+    free(side_b.dev_addr);
+}
+END_TEST
+
+void add_conformance_tests(Suite *suite)
+{
+    TCase *tcase = tcase_create("conformance");
+    TCase *close = tcase_create("close");
+
+    tcase_set_timeout(tcase, 600);
+    tcase_add_test(tcase, test_delivery_needs_no_sender_call);
+    tcase_add_test(tcase, test_am_short_bounded_by_slot);
+    tcase_add_test(tcase, test_iface_fence_orders_get_then_put);
+    tcase_add_test(tcase, test_flush_cancel);
+    tcase_add_test(tcase, test_mass_failure_cq);
+    tcase_add_test(tcase, test_hostile_peer_scribbles);
+    tcase_add_test(tcase, test_nothing_to_unready_peer);
+    tcase_add_test(tcase, test_orderly_close_is_quiet);
+    tcase_add_test(tcase, test_many_endpoints_default);
+    tcase_add_test(tcase, test_am_alignment);
+    suite_add_tcase(suite, tcase);
+    /* Its own case, so valgrind can run it alone (CK_RUN_CASE=close) */
+    tcase_set_timeout(close, 600);
+    tcase_add_test(close, test_iface_close_with_endpoints);
+    suite_add_tcase(suite, close);
+}
