@@ -475,6 +475,16 @@ void wait_all_received(void)
     }
 }
 
+size_t fit_length(size_t length, int layout)
+{
+    size_t max = (layout == 0) ? side_a.attr.cap.am.max_short :
+                 (layout == 1) ? side_a.attr.cap.am.max_bcopy :
+                                 side_a.attr.cap.am.max_zcopy;
+
+    return (length < MSG_HDR_SIZE) ? MSG_HDR_SIZE :
+           (length > max)          ? max : length;
+}
+
 size_t random_length(int layout)
 {
     size_t max = (layout == 0) ? side_a.attr.cap.am.max_short :

@@ -139,6 +139,8 @@ void free_zbufs(void);
 uint64_t total_sent(void);
 void wait_all_received(void);
 size_t random_length(int layout);
+/* @a length, within what layout @a layout of send_one() takes */
+size_t fit_length(size_t length, int layout);
 ucs_status_t pending_cb(uct_pending_req_t *self);
 void purge_cb(uct_pending_req_t *req, void *arg);
 
@@ -169,5 +171,6 @@ double now_sec(void);
 /* The test cases of each file */
 void add_transport_tests(Suite *suite);
 void add_conformance_tests(Suite *suite);
+void add_port_down_test(Suite *suite);
 
 #endif

@@ -182,6 +182,20 @@ ucs_status_t uct_hipower_ep_post_nop(uct_hipower_ep_t *ep, int *cq_credits,
     return UCS_OK;
 }
 
+ssize_t uct_hipower_ep_bcopy_too_long(uct_hipower_ep_t *ep, const char *op,
+                                      size_t length, size_t max)
+{
+    if (length > max + UCT_HIPOWER_BCOPY_SLACK) {
+        ucs_fatal(UCT_HIPOWER_EP_FMT ": %s packed %zu bytes into a buffer of "
+                  "%zu: memory past it is overwritten", UCT_HIPOWER_EP_ARG(ep),
+                  op, length, max + UCT_HIPOWER_BCOPY_SLACK);
+    }
+
+    ucs_error(UCT_HIPOWER_EP_FMT ": %s: invalid length %zu (the limit is %zu)",
+              UCT_HIPOWER_EP_ARG(ep), op, length, max);
+    return UCS_ERR_INVALID_PARAM;
+}
+
 /* Releases what an operation record held, and the record */
 static void uct_hipower_op_release(uct_hipower_tx_op_t *op)
 {
@@ -229,10 +243,6 @@ static void uct_hipower_ep_retire_ops(uct_hipower_ep_t *ep, uint64_t sn)
             break;
         case UCT_HIPOWER_OP_ARM:
             ep->event.confirmed_gen = op->u.arm_gen;
-            break;
-        case UCT_HIPOWER_OP_GET_SHORT:
-            memcpy(op->u.get_short.dest, uct_hipower_tx_op_buffer(op),
-                   op->u.get_short.length);
             break;
         case UCT_HIPOWER_OP_GET_BCOPY:
             op->u.get_bcopy.cb(op->u.get_bcopy.arg,
@@ -312,30 +322,47 @@ static ucs_status_t uct_hipower_wc_status(enum ibv_wc_status status)
 void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uint64_t acked_before      = ep->txqp.txq.acked_sn;
+    ucs_status_t status, handler_status;
 
     hipower_txq_completed(&ep->txqp.txq, wc->wr_id, &iface->tx.cq_credits);
     if (ucs_likely(wc->status == IBV_WC_SUCCESS)) {
         /* It was acknowledged: the peer's QP is ready */
         uct_hipower_ep_peer_ready(ep);
         uct_hipower_ep_retire_ops(ep, wc->wr_id);
+    } else if ((ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
+                             UCT_HIPOWER_EP_FLAG_CANCELED)) ||
+               ((wc->status == IBV_WC_WR_FLUSH_ERR) &&
+                (ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED) &&
+                ((int64_t)(ep->tx.user_end_sn - acked_before) <= 0))) {
+        /* Flushed after the failure (or after our own request failed
+         * quietly, see below): nothing more to say */
     } else {
-        if (!(ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
-                           UCT_HIPOWER_EP_FLAG_CANCELED))) {
-            /* A peer that closed in order wrote so before its QP stopped
-             * answering: what failed after is no error to report */
-            ucs_memory_cpu_load_fence();
-            uct_hipower_ep_check_peer_state(ep);
-            if (wc->status != IBV_WC_WR_FLUSH_ERR) {
-                ucs_log((ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED) ?
-                        UCS_LOG_LEVEL_DEBUG : UCS_LOG_LEVEL_DIAG,
-                        UCT_HIPOWER_EP_FMT ": %s (vendor error 0x%x)%s",
-                        UCT_HIPOWER_EP_ARG(ep), ibv_wc_status_str(wc->status),
-                        wc->vendor_err,
-                        (ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED) ?
-                        " after the peer closed its endpoint" : "");
-            }
+        /* A peer that closed in order wrote so before its QP stopped
+         * answering. If only our own requests (reads, handshakes) were out,
+         * their failure is no error of the user's: nothing is reported,
+         * and a user operation that goes to the peer later fails and
+         * reports, as with any peer that is gone. */
+        ucs_memory_cpu_load_fence();
+        uct_hipower_ep_check_peer_state(ep);
+        if ((ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED) &&
+            ((int64_t)(ep->tx.user_end_sn - acked_before) <= 0)) {
+            ucs_debug(UCT_HIPOWER_EP_FMT ": %s of our own request after the "
+                      "peer closed its endpoint", UCT_HIPOWER_EP_ARG(ep),
+                      ibv_wc_status_str(wc->status));
+            uct_hipower_ep_cancel_ops(ep, UCS_ERR_CANCELED);
+        } else {
+            status         = uct_hipower_wc_status(wc->status);
+            handler_status = uct_hipower_ep_set_failed(ep, status);
+            ucs_log(uct_base_iface_failure_log_level(&iface->super,
+                                                     handler_status, status),
+                    UCT_HIPOWER_EP_FMT ": send completion with error: %s "
+                    "(vendor error 0x%x)", UCT_HIPOWER_EP_ARG(ep),
+                    ibv_wc_status_str(wc->status), wc->vendor_err);
         }
-        uct_hipower_ep_set_failed(ep, uct_hipower_wc_status(wc->status));
+    }
+
+    if (ucs_unlikely(wc->status != IBV_WC_SUCCESS)) {
         uct_hipower_txqp_drop_ops(&ep->txqp, wc->wr_id);
     }
 
@@ -344,13 +371,14 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc)
     }
 }
 
-void uct_hipower_ep_set_failed(uct_hipower_ep_t *ep, ucs_status_t status)
+ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
+                                       ucs_status_t status)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     int canceled               = ep->flags & UCT_HIPOWER_EP_FLAG_CANCELED;
 
     if (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) {
-        return;
+        return UCS_OK;
     }
 
     ep->flags |= UCT_HIPOWER_EP_FLAG_FAILED;
@@ -358,9 +386,11 @@ void uct_hipower_ep_set_failed(uct_hipower_ep_t *ep, ucs_status_t status)
     uct_hipower_qp_to_error(iface, ep->txqp.qp);
     uct_hipower_ep_cancel_ops(ep, canceled ? UCS_ERR_CANCELED : status);
     uct_hipower_ep_del_pending_list(ep);
-    if (!canceled && !(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) {
-        uct_iface_handle_ep_err(&iface->super.super, &ep->super.super, status);
+    if (canceled) {
+        return UCS_OK;
     }
+    return uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
+                                   status);
 }
 
 /*
@@ -676,6 +706,7 @@ ucs_status_t uct_hipower_ep_check(uct_ep_h tl_ep, unsigned flags,
 {
     uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    ucs_status_t status;
 
     if ((ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
         !(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
@@ -684,12 +715,17 @@ ucs_status_t uct_hipower_ep_check(uct_ep_h tl_ep, unsigned flags,
         return UCS_OK;
     }
 
-    /* Unsignaled requests alone never report: they need a signaled one */
+    /* Unsignaled requests alone never report: they need a signaled one.
+     * The probe is the user's: its failure is reported. */
     if (!uct_hipower_ep_has_room(ep, 1)) {
         iface->tx.starved = 1;
         return UCS_ERR_NO_RESOURCE;
     }
-    return uct_hipower_ep_post_nop(ep, &iface->tx.cq_credits, NULL);
+    status = uct_hipower_ep_post_nop(ep, &iface->tx.cq_credits, NULL);
+    if (status == UCS_OK) {
+        ep->tx.user_end_sn = ep->txqp.txq.sn;
+    }
+    return status;
 }
 
 ucs_status_t uct_hipower_ep_fence(uct_ep_h tl_ep, unsigned flags)
@@ -884,6 +920,14 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
     size_t stride        = iface->config.layout.stride;
     uint32_t first, count, keep;
     ucs_status_t status;
+
+    if (iface->num_eps + iface->num_gc >= iface->config.eps_possible) {
+        ucs_error("hipower %s: cannot create endpoint number %u: %u "
+                  "endpoints (and %u being closed) are all the interface's "
+                  "completion queues and memory budget hold", iface->dev_name,
+                  iface->num_eps + 1, iface->num_eps, iface->num_gc);
+        return UCS_ERR_NO_MEMORY;
+    }
 
     keep   = (iface->num_eps + 1 < iface->config.max_eps) ?
              (iface->config.max_eps - iface->num_eps - 1) *
@@ -1153,10 +1197,10 @@ static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
     khiter_t iter;
 
     if (uct_hipower_ep_may_initiate(ep) &&
-        (hipower_txq_outstanding(&ep->txqp.txq) == 0) &&
-        (iface->num_gc < iface->config.max_eps)) {
-        /* Idle, peer alive and ready: tell it we are gone, so that it
-         * stops what it sends of its own accord, without an error */
+        ((int64_t)(ep->txqp.txq.acked_sn - ep->tx.user_end_sn) >= 0)) {
+        /* No user operation out (our own reads may be), peer alive and
+         * ready: tell it we are gone, after what is out, so that it stops
+         * what it sends of its own accord, without an error */
         goodbye = uct_hipower_ep_post_goodbye(ep, &reserve);
     } else if (hipower_txq_has_trailing(&ep->txqp.txq) &&
                !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {

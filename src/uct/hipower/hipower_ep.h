@@ -155,10 +155,6 @@ ucs_status_t uct_hipower_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                       size_t iovcnt, uint64_t remote_addr,
                                       uct_rkey_t rkey, uct_completion_t *comp);
 
-ucs_status_t uct_hipower_ep_get_short(uct_ep_h tl_ep, void *buffer,
-                                      unsigned length, uint64_t remote_addr,
-                                      uct_rkey_t rkey);
-
 ucs_status_t uct_hipower_ep_get_bcopy(uct_ep_h tl_ep,
                                       uct_unpack_callback_t unpack_cb,
                                       void *arg, size_t length,
@@ -283,6 +279,15 @@ uct_hipower_ep_user_check(uct_hipower_ep_t *ep)
     return UCS_OK;
 }
 
+/*
+ * A bcopy packer returned more than the operation takes. Send buffers have
+ * UCT_HIPOWER_BCOPY_SLACK bytes beyond the limit, so one that wrote that
+ * little too much has hurt nothing: the operation fails, with UCX's wording
+ * ("length"). One that wrote more has already overrun the buffer.
+ */
+ssize_t uct_hipower_ep_bcopy_too_long(uct_hipower_ep_t *ep, const char *op,
+                                      size_t length, size_t max);
+
 /* The user's iov as scatter/gather entries; zero-length entries dropped */
 static UCS_F_ALWAYS_INLINE int
 uct_hipower_ep_iov_sge(const uct_iov_t *iov, size_t iovcnt,
@@ -349,10 +354,12 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc);
 
 /*
  * Marks the endpoint failed, completes everything outstanding with
- * @a status and tells the iface error handler, once. Not after
- * flush(CANCEL): the user asked for it.
+ * @a status and tells the iface error handler, once; returns what the
+ * handler returned. Not after flush(CANCEL) (the user asked for it) nor
+ * after the peer closed its endpoint in order.
  */
-void uct_hipower_ep_set_failed(uct_hipower_ep_t *ep, ucs_status_t status);
+ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
+                                       ucs_status_t status);
 
 /* The peer's QP is ready: it wrote to us, or a request of ours completed */
 static UCS_F_ALWAYS_INLINE void

@@ -348,10 +348,12 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     slot_hdr = uct_hipower_tx_op_buffer(op);
     length   = pack_cb(slot_hdr + 1, arg);
     if (ucs_unlikely(length > iface->config.max_payload)) {
-        /* The packer has already written past the slot: a caller bug */
-        ucs_fatal(UCT_HIPOWER_EP_FMT ": am_bcopy packed %zu bytes, the "
-                  "limit is %zu", UCT_HIPOWER_EP_ARG(ep), length,
-                  iface->config.max_payload);
+        /* The buffer has UCT_HIPOWER_BCOPY_SLACK bytes to spare, so a
+         * packer a little over the limit is caught before anything is
+         * sent (ERRHANDLE_BCOPY_LEN) */
+        ucs_mpool_put_inline(op);
+        return uct_hipower_ep_bcopy_too_long(ep, "am_bcopy", length,
+                                             iface->config.max_payload);
     }
 
     sge.addr      = (uintptr_t)slot_hdr;

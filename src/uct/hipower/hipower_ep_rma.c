@@ -137,10 +137,10 @@ ssize_t uct_hipower_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
 
     length = pack_cb(uct_hipower_tx_op_buffer(op), arg);
     if (ucs_unlikely(length > iface->config.slot_size)) {
-        /* The packer has already written past the buffer: a caller bug */
-        ucs_fatal(UCT_HIPOWER_EP_FMT ": put_bcopy packed %zu bytes, the "
-                  "limit is %zu", UCT_HIPOWER_EP_ARG(ep), length,
-                  iface->config.slot_size);
+        /* Caught in the buffer's slack (ERRHANDLE_BCOPY_LEN) */
+        ucs_mpool_put_inline(op);
+        return uct_hipower_ep_bcopy_too_long(ep, "put_bcopy", length,
+                                             iface->config.slot_size);
     }
 
     sge.addr   = (uintptr_t)uct_hipower_tx_op_buffer(op);
@@ -159,48 +159,6 @@ ssize_t uct_hipower_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     iface->stats.put_bytes += length;
     UCT_TL_EP_STAT_OP(&ep->super, PUT, BCOPY, length);
     return length;
-}
-
-/* A READ into a send buffer, copied to @a buffer when it completes; the
- * user learns of it by flush (UCT's get_short has no completion) */
-ucs_status_t uct_hipower_ep_get_short(uct_ep_h tl_ep, void *buffer,
-                                      unsigned length, uint64_t remote_addr,
-                                      uct_rkey_t rkey)
-{
-    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    uct_hipower_tx_op_t *op;
-    struct ibv_send_wr wr;
-    struct ibv_sge sge;
-    ucs_status_t status;
-
-    status = uct_hipower_ep_rma_admit(ep, "get_short", length,
-                                      UCT_HIPOWER_MAX_GET_SHORT);
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
-    }
-
-    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_GET_SHORT, NULL);
-    if (ucs_unlikely(op == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    op->u.get_short.dest   = buffer;
-    op->u.get_short.length = length;
-    sge.addr               = (uintptr_t)uct_hipower_tx_op_buffer(op);
-    sge.length             = length;
-    sge.lkey               = op->lkey;
-    uct_hipower_ep_rma_wr(&wr, IBV_WR_RDMA_READ, &sge, 1, remote_addr, rkey);
-    /* Signaled: the data is copied out when the read completes */
-    status = uct_hipower_ep_rma_post(ep, &wr, 1, op);
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
-    }
-
-    iface->stats.get_ops++;
-    iface->stats.get_bytes += length;
-    UCT_TL_EP_STAT_OP(&ep->super, GET, SHORT, length);
-    return UCS_INPROGRESS;
 }
 
 ucs_status_t uct_hipower_ep_get_bcopy(uct_ep_h tl_ep,

@@ -288,11 +288,15 @@ static ucs_status_t uct_hipower_iface_query(uct_iface_h tl_iface,
                             UCT_IFACE_FLAG_PUT_SHORT     |
                             UCT_IFACE_FLAG_PUT_BCOPY     |
                             UCT_IFACE_FLAG_PUT_ZCOPY     |
-                            UCT_IFACE_FLAG_GET_SHORT     |
                             UCT_IFACE_FLAG_GET_BCOPY     |
                             UCT_IFACE_FLAG_GET_ZCOPY     |
                             UCT_IFACE_FLAG_PENDING       |
                             UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                            /* A bad local buffer or remote address fails
+                             * the endpoint, reported, never the process */
+                            UCT_IFACE_FLAG_ERRHANDLE_ZCOPY_BUF    |
+                            UCT_IFACE_FLAG_ERRHANDLE_REMOTE_MEM   |
+                            UCT_IFACE_FLAG_ERRHANDLE_BCOPY_LEN    |
                             UCT_IFACE_FLAG_EP_CHECK      |
                             UCT_IFACE_FLAG_CONNECT_TO_EP |
                             UCT_IFACE_FLAG_CB_SYNC;
@@ -322,7 +326,6 @@ static ucs_status_t uct_hipower_iface_query(uct_iface_h tl_iface,
     attr->cap.put.align_mtu       = mtu;
     attr->cap.put.max_iov         = UCT_HIPOWER_MAX_IOV;
 
-    attr->cap.get.max_short       = UCT_HIPOWER_MAX_GET_SHORT;
     attr->cap.get.max_bcopy       = iface->config.slot_size;
     attr->cap.get.min_zcopy       = 0;
     attr->cap.get.max_zcopy       = iface->config.max_rma;
@@ -719,6 +722,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     uct_hipower_md_t *md = ucs_derived_of(tl_md, uct_hipower_md_t);
     uint32_t eps_possible;
     ucs_status_t status;
+    int max_cqe = 0;
     size_t align;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_hipower_iface_ops,
@@ -749,20 +753,6 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     status = uct_hipower_iface_init_layout(self, params, config->slot_size,
                                            &align);
     if (status != UCS_OK) {
-        goto err;
-    }
-
-    eps_possible = uct_hipower_iface_eps_possible(config->mem_budget,
-                                                  self->config.layout.stride,
-                                                  config->min_slots_per_ep);
-    if (config->max_eps > eps_possible) {
-        ucs_error("hipower %s: UCX_HIPOWER_MAX_EPS=%u endpoints of "
-                  "UCX_HIPOWER_MIN_SLOTS=%u slots of %u bytes do not fit in "
-                  "UCX_HIPOWER_MEM_BUDGET=%zu (room for %u): raise the budget "
-                  "or lower one of them", self->dev_name, config->max_eps,
-                  config->min_slots_per_ep, self->config.layout.stride,
-                  config->mem_budget, eps_possible);
-        status = UCS_ERR_INVALID_PARAM;
         goto err;
     }
 
@@ -816,7 +806,43 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         /* One work request moves at most the port's message size */
         self->config.max_rma       = ucs_min(self->port_attr.max_msg_sz,
                                              UCS_GBYTE);
+        max_cqe                    = dev_attr.max_cqe;
     }
+
+    if (config->tx_cq_len >= max_cqe) {
+        ucs_error("hipower %s: UCX_HIPOWER_TX_CQ_LEN=%u is beyond the "
+                  "device's %d completion queue entries", self->dev_name,
+                  config->tx_cq_len, max_cqe);
+        status = UCS_ERR_INVALID_PARAM;
+        goto err;
+    }
+
+    /* Endpoints the interface can hold: a run of MIN_SLOTS each in the
+     * arena, an entry each in the send CQ for the request that ends its QP
+     * in order, and its wake-up receives in the wake-up CQ (hipower_ep.c) */
+    eps_possible = uct_hipower_iface_eps_possible(config->mem_budget,
+                                                  self->config.layout.stride,
+                                                  config->min_slots_per_ep);
+    eps_possible = ucs_min(eps_possible, max_cqe - config->tx_cq_len);
+    if (self->config.notify == UCT_HIPOWER_NOTIFY_PUSH) {
+        eps_possible = ucs_min(eps_possible,
+                               max_cqe / UCT_HIPOWER_EVENT_RECVS);
+    }
+    if (config->max_eps > eps_possible) {
+        ucs_error("hipower %s: UCX_HIPOWER_MAX_EPS=%u endpoints do not fit: "
+                  "UCX_HIPOWER_MEM_BUDGET=%zu holds %zu runs of "
+                  "UCX_HIPOWER_MIN_SLOTS=%u slots of %u bytes, the device's "
+                  "completion queues (%d entries, UCX_HIPOWER_TX_CQ_LEN=%u) "
+                  "room for %u endpoints: raise the budget or lower one of "
+                  "them", self->dev_name, config->max_eps, config->mem_budget,
+                  config->mem_budget / self->config.layout.stride /
+                  config->min_slots_per_ep, config->min_slots_per_ep,
+                  self->config.layout.stride, max_cqe, config->tx_cq_len,
+                  eps_possible);
+        status = UCS_ERR_INVALID_PARAM;
+        goto err;
+    }
+    self->config.eps_possible = eps_possible;
 
     /* Wakeup needs the peer to write our sleep generation: push mode only.
      * Every endpoint the arena can hold has its wake-up receives. */
@@ -826,7 +852,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->event.rx_expected = 0;
     if (self->config.notify == UCT_HIPOWER_NOTIFY_PUSH) {
         status = uct_hipower_iface_event_init(self, UCT_HIPOWER_EVENT_RECVS *
-                                                    2 * eps_possible);
+                                                    eps_possible);
         if (status != UCS_OK) {
             goto err;
         }
@@ -852,7 +878,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
 
     status = uct_iface_mpool_init(&self->super, &self->tx_mp,
                                   sizeof(uct_hipower_tx_op_t) +
-                                  config->slot_size,
+                                  config->slot_size + UCT_HIPOWER_BCOPY_SLACK,
                                   sizeof(uct_hipower_tx_op_t),
                                   UCS_SYS_CACHE_LINE_SIZE, &config->tx_mp,
                                   config->tx_queue_len,
@@ -940,7 +966,6 @@ static uct_iface_ops_t uct_hipower_iface_ops = {
     .ep_put_short             = uct_hipower_ep_put_short,
     .ep_put_bcopy             = uct_hipower_ep_put_bcopy,
     .ep_put_zcopy             = uct_hipower_ep_put_zcopy,
-    .ep_get_short             = uct_hipower_ep_get_short,
     .ep_get_bcopy             = uct_hipower_ep_get_bcopy,
     .ep_get_zcopy             = uct_hipower_ep_get_zcopy,
     .ep_atomic64_post         = uct_hipower_ep_atomic64_post,

@@ -26,11 +26,14 @@
  * RDMA_READ always fetches a whole bitmap */
 #define UCT_HIPOWER_MAX_SLOTS        4096
 
+/* Bytes of each send buffer beyond the largest bcopy, to catch a packer
+ * that returns a little too much (UCT_IFACE_FLAG_ERRHANDLE_BCOPY_LEN) */
+#define UCT_HIPOWER_BCOPY_SLACK      64
+
 /* Largest zero-copy iov and AM header */
 #define UCT_HIPOWER_MAX_IOV          8
 #define UCT_HIPOWER_MAX_ZCOPY_HDR    128
-/* Largest get_short: a READ into a send buffer, copied out on completion */
-#define UCT_HIPOWER_MAX_GET_SHORT    128
+
 #define UCT_HIPOWER_BITMAP_WORDS     HIPOWER_BITMAP_WORDS(UCT_HIPOWER_MAX_SLOTS)
 
 
@@ -153,6 +156,7 @@ typedef struct uct_hipower_iface {
         size_t                   rx_headroom;  /* User's, in held copies */
         unsigned                 slots_per_ep;
         unsigned                 max_eps;      /* Room kept for this many */
+        unsigned                 eps_possible; /* Live and draining, at most */
         unsigned                 min_slots_per_ep;
         double                   recycle_threshold;
         unsigned                 tx_queue_len;
@@ -208,10 +212,6 @@ typedef struct uct_hipower_tx_op {
             size_t               length;
         } get_bcopy;                       /* Unpacks the buffer */
         void                     *result;  /* Fetching atomic's result */
-        struct {
-            void                 *dest;
-            size_t               length;
-        } get_short;                       /* Copies the buffer out */
         uint64_t                 arm_gen;  /* Wakeup handshake's generation */
     } u;
 } uct_hipower_tx_op_t;
@@ -219,7 +219,6 @@ typedef struct uct_hipower_tx_op {
 
 typedef enum {
     UCT_HIPOWER_OP_SEND,        /* am_* / put_bcopy (bcopy buffer follows) */
-    UCT_HIPOWER_OP_GET_SHORT,   /* READ into the buffer, then copy out */
     UCT_HIPOWER_OP_COMP,        /* zcopy / flush: completion only */
     UCT_HIPOWER_OP_GET_BCOPY,   /* READ into the buffer, then unpack */
     UCT_HIPOWER_OP_ATOMIC64,    /* Fetching atomic: copy the result out */

@@ -44,7 +44,9 @@ ucs_status_t uct_hipower_qp_create(uct_hipower_iface_t *iface,
     qp = ibv_create_qp(md->pd, &init_attr);
     if (qp == NULL) {
         ucs_error("hipower %s: ibv_create_qp(send queue %u, inline %zu) "
-                  "failed: %m", iface->dev_name, iface->config.tx_queue_len,
+                  "failed: %m (UCX_HIPOWER_TX_QUEUE_LEN or "
+                  "UCX_HIPOWER_TX_MAX_INLINE beyond what the device takes?)",
+                  iface->dev_name, iface->config.tx_queue_len + 1,
                   iface->config.max_inline);
         return UCS_ERR_IO_ERROR;
     }
