@@ -73,7 +73,12 @@ jobs=$(nproc)
 # them with -Werror
 (cd "$dir" && make -j"$jobs" CXXFLAGS="-g -O2 -Wno-error=use-after-free") \
     >> "$buildlog" 2>&1 || {
-    grep -m20 -B2 -A5 'error' "$buildlog" >&2 || tail -30 "$buildlog" >&2
+    # the compiler's and make's own failure lines (UCX compiles with
+    # -Werror, so a plain 'error' would match every command line)
+    grep -E -m20 -A3 'error:|Error [0-9]+|No space left|not found|Killed|fatal' \
+        "$buildlog" | cut -c1-400 >&2 || true
+    tail -15 "$buildlog" | cut -c1-400 >&2
+    df -h "$CACHE" >&2 || true
     log "building UCX's gtest failed (log: $buildlog)"
     exit 1
 }

@@ -1160,15 +1160,7 @@ static int uct_hipower_ep_post_goodbye(uct_hipower_ep_t *ep, int *reserve)
     struct ibv_sge sge;
     int ret;
 
-    sge.addr               = (uintptr_t)&state;  /* Inline: copied now */
-    sge.length             = sizeof(state);
-    sge.lkey               = 0;
-    wr.opcode              = IBV_WR_RDMA_WRITE;
-    wr.send_flags          = IBV_SEND_INLINE;
-    wr.sg_list             = &sge;
-    wr.num_sge             = 1;
-    wr.wr.rdma.remote_addr = ep->peer.state_addr;
-    wr.wr.rdma.rkey        = ep->peer.ctrl_write_rkey;
+    uct_hipower_ep_word_wr(ep, &wr, &sge, &state, ep->peer.state_addr);
     if (uct_hipower_txqp_post(iface, &ep->txqp, &wr, &wr, 1, 1, reserve,
                               &ret) != 1) {
         ucs_debug(UCT_HIPOWER_EP_FMT ": cannot post the goodbye: %s",

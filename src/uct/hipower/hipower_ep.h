@@ -288,6 +288,27 @@ uct_hipower_ep_user_check(uct_hipower_ep_t *ep)
 ssize_t uct_hipower_ep_bcopy_too_long(uct_hipower_ep_t *ep, const char *op,
                                       size_t length, size_t max);
 
+/*
+ * One 64-bit word written inline into the peer's control region (its state
+ * word, its sleep generation): the value is copied when posted, so
+ * @a value may be on the stack.
+ */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_word_wr(uct_hipower_ep_t *ep, struct ibv_send_wr *wr,
+                       struct ibv_sge *sge, const uint64_t *value,
+                       uint64_t remote_addr)
+{
+    sge->addr               = (uintptr_t)value;
+    sge->length             = sizeof(*value);
+    sge->lkey               = 0;
+    wr->opcode              = IBV_WR_RDMA_WRITE;
+    wr->send_flags          = IBV_SEND_INLINE;
+    wr->sg_list             = sge;
+    wr->num_sge             = 1;
+    wr->wr.rdma.remote_addr = remote_addr;
+    wr->wr.rdma.rkey        = ep->peer.ctrl_write_rkey;
+}
+
 /* The user's iov as scatter/gather entries; zero-length entries dropped */
 static UCS_F_ALWAYS_INLINE int
 uct_hipower_ep_iov_sge(const uct_iov_t *iov, size_t iovcnt,

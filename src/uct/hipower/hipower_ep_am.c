@@ -45,24 +45,6 @@ static uint64_t uct_hipower_ep_bitmap_wr(uct_hipower_ep_t *ep, uint32_t word,
     return uct_hipower_ep_wakeup_check(ep, wr);
 }
 
-/* Pull mode: "ready" in the peer's state word, before our first message,
- * so that the peer starts reading our bitmap (hipower_ep.c) */
-static void uct_hipower_ep_hello_wr(uct_hipower_ep_t *ep,
-                                    struct ibv_send_wr *wr,
-                                    struct ibv_sge *sge, uint64_t *state)
-{
-    *state                 = UCT_HIPOWER_PEER_STATE_READY;
-    sge->addr              = (uintptr_t)state;
-    sge->length            = sizeof(*state);
-    sge->lkey              = 0;
-    wr->opcode             = IBV_WR_RDMA_WRITE;
-    wr->send_flags         = IBV_SEND_INLINE;
-    wr->sg_list            = sge;
-    wr->num_sge            = 1;
-    wr->wr.rdma.remote_addr = ep->peer.state_addr;
-    wr->wr.rdma.rkey       = ep->peer.ctrl_write_rkey;
-}
-
 /* Push mode: announces messages written but not yet announced (with
  * UCX_HIPOWER_ANNOUNCE_BATCH > 1 only) */
 ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep)
@@ -156,16 +138,19 @@ static ucs_status_t uct_hipower_ep_bad_am_id(uct_hipower_ep_t *ep,
     return UCS_ERR_INVALID_PARAM;
 }
 
-/* Pull mode, first message: "ready" goes first, in its own request */
+/* Pull mode, first message: "ready" goes first into the peer's state word,
+ * in its own request, so that the peer starts reading our bitmap */
 static ucs_status_t uct_hipower_ep_send_hello(uct_hipower_ep_t *ep)
 {
+    uint64_t state = UCT_HIPOWER_PEER_STATE_READY;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
-    uint64_t state;
     ucs_status_t status;
 
-    uct_hipower_ep_hello_wr(ep, &wr, &sge, &state);
-    status = uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL);
+    /* Signaled: its completion tells us the peer is ready, so that we
+     * start the reads whose completions publish our messages */
+    uct_hipower_ep_word_wr(ep, &wr, &sge, &state, ep->peer.state_addr);
+    status = uct_hipower_ep_post(ep, &wr, &wr, 1, 1, NULL);
     if (status == UCS_OK) {
         ep->flags |= UCT_HIPOWER_EP_FLAG_HELLO_SENT;
         uct_hipower_ep_iface(ep)->stats.rdma_writes++;

@@ -262,15 +262,8 @@ static ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep,
     }
 
     op->u.arm_gen                = gen;
-    write_sge.addr               = (uintptr_t)&gen; /* Inline: copied now */
-    write_sge.length             = sizeof(gen);
-    write_sge.lkey               = 0;
-    write_wr.opcode              = IBV_WR_RDMA_WRITE;
-    write_wr.send_flags          = IBV_SEND_INLINE;
-    write_wr.sg_list             = &write_sge;
-    write_wr.num_sge             = 1;
-    write_wr.wr.rdma.remote_addr = ep->peer.sleep_gen_addr;
-    write_wr.wr.rdma.rkey        = ep->peer.ctrl_write_rkey;
+    uct_hipower_ep_word_wr(ep, &write_wr, &write_sge, &gen,
+                           ep->peer.sleep_gen_addr);
     write_wr.next                = &read_wr;
     read_sge.addr                = (uintptr_t)&ep->ctrl->peer_announced;
     read_sge.length              = sizeof(ep->ctrl->peer_announced);
