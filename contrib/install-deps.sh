@@ -5,8 +5,8 @@
 set -eu -o pipefail
 
 PACKAGES=(
-    # build
-    gcc make autoconf automake libtool pkg-config file
+    # build (g++ for UCX's gtest suite and perftest library)
+    gcc g++ make autoconf automake libtool pkg-config file
     # the UCX that Debian's Open MPI and MPICH use, its tools, its source
     libucx0 libucx-dev ucx-utils dpkg-dev
     # UCX's configure needs what Debian built it with (debian/control)

@@ -18,7 +18,7 @@ set -eu -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${HIPOWER_CACHE:-$ROOT/.cache}
-PATCH_VERSION=1
+PATCH_VERSION=2
 check_only=0
 [ "${1:-}" = --check ] && check_only=1
 
@@ -62,21 +62,25 @@ grep -q '^                   ib, hipower, \\$' "$dir/test/gtest/uct/test_md.cc" 
 
 read -r -a args <<< "$flags"
 args=("${args[@]:1}")   # the stamp starts with the Debian version
-(cd "$dir" && ./configure "${args[@]}" --enable-gtest --without-java --without-go) > "$buildlog" 2>&1 || {
+# gcc 12 warns about UCX 1.13's own gtest sources (-Wuse-after-free in
+# ucm/malloc_hook.cc, a test that uses freed memory on purpose), which UCX
+# builds with -Werror. Given to configure, not to make: a CXXFLAGS on make's
+# command line would also replace the flags UCX's perftest library sets for
+# itself (-nostdlib, no exceptions), and ucx_perftest would not link.
+(cd "$dir" && ./configure "${args[@]}" --enable-gtest --without-java --without-go \
+     CXXFLAGS="-g -O2 -Wno-error=use-after-free") > "$buildlog" 2>&1 || {
     tail -30 "$buildlog" >&2
     log "configure --enable-gtest failed (log: $buildlog)"
     exit 1
 }
 jobs=$(nproc)
-# gcc 12 warns about UCX 1.13's own gtest sources (-Wuse-after-free in
-# ucm/malloc_hook.cc, a test that uses freed memory on purpose); UCX builds
-# them with -Werror
-(cd "$dir" && make -j"$jobs" CXXFLAGS="-g -O2 -Wno-error=use-after-free") \
-    >> "$buildlog" 2>&1 || {
-    # the compiler's and make's own failure lines (UCX compiles with
-    # -Werror, so a plain 'error' would match every command line)
-    grep -E -m20 -A3 'error:|Error [0-9]+|No space left|not found|Killed|fatal' \
-        "$buildlog" | cut -c1-400 >&2 || true
+configured_lines=$(wc -l < "$buildlog")
+(cd "$dir" && make -j"$jobs") >> "$buildlog" 2>&1 || {
+    # the compiler's, linker's and make's own failure lines (UCX compiles
+    # with -Werror, so a plain 'error' would match every command line)
+    tail -n +"$((configured_lines + 1))" "$buildlog" |
+        grep -E -m20 -A3 'error:|Error [0-9]+|undefined reference|No space left|not found|Killed|fatal' |
+        cut -c1-400 >&2 || true
     tail -15 "$buildlog" | cut -c1-400 >&2
     df -h "$CACHE" >&2 || true
     log "building UCX's gtest failed (log: $buildlog)"
