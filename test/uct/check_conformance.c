@@ -197,6 +197,122 @@ static void cancel_comp_cb(uct_completion_t *self)
     }
 }
 
+static unsigned ended_comps;
+
+static void ended_comp_cb(uct_completion_t *self)
+{
+    if ((self->status == UCS_OK) || (self->status == UCS_ERR_CANCELED)) {
+        ++ended_comps;
+    } else {
+        fprintf(stderr, "write of a destroyed endpoint ended with %s\n",
+                ucs_status_string(self->status));
+        ++errors;
+    }
+}
+
+/* Posts 4 KB writes on pair 0 until the send queue is full */
+static unsigned fill_send_queue(rma_bufs_t *b, uct_completion_t *comps,
+                                unsigned max)
+{
+    ucs_status_t status;
+    uct_iov_t iov;
+    unsigned i;
+
+    iov.buffer = b->local;
+    iov.length = 4096;
+    iov.memh   = b->local_memh;
+    iov.stride = 0;
+    iov.count  = 1;
+    for (i = 0; i < max; ++i) {
+        comps[i].func   = ended_comp_cb;
+        comps[i].count  = 1;
+        comps[i].status = UCS_OK;
+        status = uct_ep_put_zcopy(pairs[0].ep_a, &iov, 1, (uintptr_t)b->remote,
+                                  b->rkey.rkey, &comps[i]);
+        if (status != UCS_INPROGRESS) {
+            ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
+            break;
+        }
+    }
+    ck_assert_uint_lt(i, max);
+    return i;
+}
+
+/*
+ * An endpoint destroyed with a full send queue: its operations end at
+ * once, and its QP is moved to error and drained before the completion
+ * queue credits its requests hold are given to anyone else. Forty rounds
+ * of "fill, destroy at once" on one pair of interfaces (ten times what the
+ * completion queue holds) leave them able to post as many requests as at
+ * the start, and the last endpoint's messages all arrive intact: credits
+ * lost with a destroyed QP would stall the interface, a stale completion
+ * taken for a new endpoint's would end its requests early.
+ */
+START_TEST(test_destroy_drains_qp)
+{
+    static uct_completion_t comps[1024];
+    const unsigned max = sizeof(comps) / sizeof(comps[0]);
+    unsigned round, posted, first = 0, total = 0, i;
+    ucs_status_t status;
+    double start;
+    rma_bufs_t b;
+
+    setup_pairs(1);
+    rma_setup(&b);
+    ended_comps = 0;
+    for (round = 0; round < 40; ++round) {
+        if (round > 0) {
+            connect_pair(&pairs[0]);
+        }
+        /* Both sides progressed once: the first contact settles */
+        progress(1, 1);
+        posted = fill_send_queue(&b, comps, max);
+        if (round == 0) {
+            first = posted;
+            ck_assert_uint_gt(first, 0);
+        }
+        ck_assert_msg(posted == first, "round %u: %u writes posted before the "
+                      "send queue was full, %u in the first round", round,
+                      posted, first);
+        total += posted;
+        uct_ep_destroy(pairs[0].ep_a);
+        uct_ep_destroy(pairs[0].ep_b);
+        pairs[0].ep_a = pairs[0].ep_b = NULL;
+        ck_assert_msg(ended_comps == total, "round %u: %u of %u writes of "
+                      "destroyed endpoints ended", round, ended_comps, total);
+        /* Their QPs drain while the interfaces are progressed */
+        for (start = now_sec(); now_sec() - start < 0.05;) {
+            progress(1, 1);
+        }
+    }
+
+    /* Messages on a new endpoint, every one checked */
+    connect_pair(&pairs[0]);
+    for (i = 0; i < 2000; ++i) {
+        start = now_sec();
+        while ((status = send_one(&pairs[0], 0, i % NUM_AM_IDS,
+                                  64 + (i * 131) % 2000, 1)) ==
+               UCS_ERR_NO_RESOURCE) {
+            progress(1, 1);
+            ck_assert_msg(now_sec() - start < 10, "message %u: no send "
+                          "resources for 10 s", i);
+        }
+        ck_assert_int_eq(status, UCS_OK);
+    }
+    flush_all();
+    for (start = now_sec(); (received < 2000) && (now_sec() - start < 10);) {
+        progress(1, 1);
+    }
+    printf("destroy: 40 endpoints destroyed with %u writes out; then 2000 "
+           "messages, %lu received\n", total, (unsigned long)received);
+    ck_assert_uint_eq(received, 2000);
+    ck_assert_uint_eq(ep_errors_a, 0);
+    ck_assert_int_eq(errors, 0);
+    rma_cleanup(&b);
+    teardown_pairs();
+}
+END_TEST
+
 /*
  * flush(CANCEL) on an endpoint whose peer is gone, with writes outstanding
  * that would only fail after the transport's whole retry time (7 s here):
@@ -821,6 +937,7 @@ void add_conformance_tests(Suite *suite)
     CONFORMANCE_CASE(suite, am_short_bounded_by_slot, 600);
     CONFORMANCE_CASE(suite, iface_fence_orders_get_then_put, 600);
     CONFORMANCE_CASE(suite, flush_cancel, 600);
+    CONFORMANCE_CASE(suite, destroy_drains_qp, 600);
     CONFORMANCE_CASE(suite, mass_failure_cq, 600);
     CONFORMANCE_CASE(suite, hostile_peer_scribbles, 600);
     CONFORMANCE_CASE(suite, nothing_to_unready_peer, 600);
