@@ -18,7 +18,7 @@ set -eu -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${HIPOWER_CACHE:-$ROOT/.cache}
-PATCH_VERSION=2
+PATCH_VERSION=3
 check_only=0
 [ "${1:-}" = --check ] && check_only=1
 
@@ -64,11 +64,14 @@ read -r -a args <<< "$flags"
 args=("${args[@]:1}")   # the stamp starts with the Debian version
 # gcc 12 warns about UCX 1.13's own gtest sources (-Wuse-after-free in
 # ucm/malloc_hook.cc, a test that uses freed memory on purpose), which UCX
-# builds with -Werror. Given to configure, not to make: a CXXFLAGS on make's
-# command line would also replace the flags UCX's perftest library sets for
-# itself (-nostdlib, no exceptions), and ucx_perftest would not link.
-(cd "$dir" && ./configure "${args[@]}" --enable-gtest --without-java --without-go \
-     CXXFLAGS="-g -O2 -Wno-error=use-after-free") > "$buildlog" 2>&1 || {
+# builds with -Werror. GTEST_CXXFLAGS, which UCX's configure adds to for
+# the gtest sources only: a CXXFLAGS on make's command line would also
+# replace the flags UCX's perftest library sets for itself (-nostdlib, no
+# exceptions, so that ucx_perftest no longer links), and one given to
+# configure is dropped by it.
+(cd "$dir" && GTEST_CXXFLAGS="-Wno-error=use-after-free" \
+     ./configure "${args[@]}" --enable-gtest --without-java --without-go) \
+    > "$buildlog" 2>&1 || {
     tail -30 "$buildlog" >&2
     log "configure --enable-gtest failed (log: $buildlog)"
     exit 1
