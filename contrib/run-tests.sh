@@ -16,7 +16,7 @@ stage "install dependencies"
 contrib/install-deps.sh || exit 1
 stage "build"
 contrib/build.sh || exit 1
-stage "UCX's UCT gtest suite (built once per machine, about 15 minutes)"
+stage "UCX's UCT gtest suite (built once per machine, about 12 minutes)"
 # A failed build is not the end: the other tests still run and the gtest
 # rig test reports the suite as failed
 gtest_build_rc=0

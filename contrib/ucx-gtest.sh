@@ -2,7 +2,7 @@
 # Builds UCX's own UCT conformance suite (test/gtest of the UCX source that
 # hipower builds against) with hipower added to its transport lists, into
 # the cache (never into git). Prints the gtest binary's path. Runs once per
-# UCX version, configure flags and patch; a fresh machine takes about 15
+# UCX version, configure flags and patch; a fresh machine takes about 12
 # minutes on 2 cores (UCX's libraries, then the 200 MB gtest binary).
 #
 #   contrib/ucx-gtest.sh            # build if missing, print the binary
@@ -40,7 +40,7 @@ if [ "$check_only" = 1 ]; then
 fi
 
 buildlog=$CACHE/ucx-gtest.log
-log "building UCX's gtest in $dir (about 15 minutes on 2 cores; log: $buildlog)"
+log "building UCX's gtest in $dir (about 12 minutes on 2 cores; log: $buildlog)"
 start=$SECONDS
 rm -rf "$dir"
 mkdir -p "$(dirname "$dir")"

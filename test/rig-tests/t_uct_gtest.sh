@@ -11,6 +11,8 @@
 #   test/rig/hipower-rig -n 1 -- test/rig-tests/run-rig-tests . uct_gtest
 #   GTEST_FILTER='hipower/uct_p2p_am_test.*' test/rig/hipower-rig -n 1 -- \
 #       test/rig-tests/run-rig-tests . uct_gtest
+# About 10 minutes on the 2-core rig; gtest's own watchdog ends a stuck test
+# rig-timeout: 1800
 . "$(dirname "$0")/lib.sh"
 
 gtest=$("$HIPOWER_SRC/contrib/ucx-gtest.sh" --check) ||
