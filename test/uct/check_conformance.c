@@ -948,40 +948,39 @@ void add_conformance_tests(Suite *suite)
     CONFORMANCE_CASE(suite, close, 600);
 }
 
-/* The netdev under the verbs device @a dev (Soft-RoCE, RoCE), or "" */
-static void port_netdev(const char *dev, char *name, size_t max)
+/* The first line of port 1's sysfs file @a file of verbs device @a dev,
+ * without its newline, or "" */
+static void port_sysfs_line(const char *dev, const char *file, char *line,
+                            size_t max)
 {
     char path[256];
     FILE *f;
 
-    snprintf(path, sizeof(path),
-             "/sys/class/infiniband/%s/ports/1/gid_attrs/ndevs/0", dev);
-    name[0] = '\0';
+    snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/%s", dev,
+             file);
+    line[0] = '\0';
     f       = fopen(path, "r");
     if (f != NULL) {
-        if (fgets(name, max, f) == NULL) {
-            name[0] = '\0';
+        if (fgets(line, max, f) == NULL) {
+            line[0] = '\0';
         }
-        name[strcspn(name, "\n")] = '\0';
+        line[strcspn(line, "\n")] = '\0';
         fclose(f);
     }
+}
+
+/* The netdev under the verbs device @a dev (Soft-RoCE, RoCE), or "" */
+static void port_netdev(const char *dev, char *name, size_t max)
+{
+    port_sysfs_line(dev, "gid_attrs/ndevs/0", name, max);
 }
 
 /* Whether port 1 of @a dev is active */
 static int port_active(const char *dev)
 {
-    char path[256], state[64] = "";
-    FILE *f;
+    char state[64];
 
-    snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/state",
-             dev);
-    f = fopen(path, "r");
-    if (f != NULL) {
-        if (fgets(state, sizeof(state), f) == NULL) {
-            state[0] = '\0';
-        }
-        fclose(f);
-    }
+    port_sysfs_line(dev, "state", state, sizeof(state));
     return strstr(state, "ACTIVE") != NULL;
 }
 
