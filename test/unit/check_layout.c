@@ -5,9 +5,9 @@
  *  - UCT's am_alignment/am_align_offset parameters are checked as uct.h
  *    says (offset only with an alignment, a power of 2, offset below it);
  *  - the slot layout puts the data of every slot at the requested
- *    alignment and leaves every slot room for SLOT_SIZE bytes from the
- *    header on, whatever the alignment, so peers with different interface
- *    parameters agree on the largest message;
+ *    alignment and leaves every slot room for SLOT_SIZE - 8 bytes of data
+ *    before its trailer, whatever the alignment, so peers with different
+ *    interface parameters agree on the largest message;
  *  - the arena keeps room for endpoints yet to come: with the defaults
  *    (32 MiB of 8 KiB slots, 64 wanted, 8 at least, 256 endpoints kept
  *    room for) the first endpoints get 64 slots, every one of 256 gets at
@@ -43,10 +43,12 @@ START_TEST(test_layout_default)
 {
     hipower_slot_layout_t layout;
 
+    /* 8 KiB slots, no alignment: 8184 bytes of data, then the trailer */
     hipower_slot_layout(8192, 1, 0, &layout);
-    ck_assert_uint_eq(layout.hdr_offset, 0);
     ck_assert_uint_eq(layout.stride, 8192);
-    ck_assert_uint_eq(layout.room, 8192);
+    ck_assert_uint_eq(layout.trailer_offset, 8184);
+    ck_assert_uint_eq(layout.align, 1);
+    ck_assert_uint_eq(layout.align_offset, 0);
 }
 END_TEST
 
@@ -55,24 +57,25 @@ START_TEST(test_layout_aligns_every_slot)
     static const size_t slot_sizes[] = {256, 1024, 8192, 65536};
     const uintptr_t base = 0x7f0000000000ul;
     hipower_slot_layout_t layout;
-    size_t align, offset, s, slot;
+    size_t align, offset, s, slot, max;
     uintptr_t data;
+    uint32_t length;
 
     for (s = 0; s < sizeof(slot_sizes) / sizeof(slot_sizes[0]); ++s) {
+        max = hipower_slot_max_payload(slot_sizes[s]);
         for (align = 1; align <= 8192; align *= 2) {
             for (offset = 0; offset < align; offset += 1 + offset / 3) {
                 hipower_slot_layout(slot_sizes[s], align, offset, &layout);
                 ck_assert_uint_eq(layout.stride % HIPOWER_SLOT_ALIGN, 0);
                 ck_assert_uint_eq(layout.stride %
                                   hipower_slot_base_align(align), 0);
-                ck_assert_uint_ge(layout.room, slot_sizes[s]);
-                ck_assert_uint_eq(layout.room + layout.hdr_offset,
-                                  layout.stride);
-                /* Padding stays below one alignment unit */
-                ck_assert_uint_lt(layout.hdr_offset, align);
+                /* Room for the largest message and the pad aligning it */
+                ck_assert_uint_ge(layout.trailer_offset, max + align - 1);
+                ck_assert_uint_eq(layout.trailer_offset + 8, layout.stride);
                 for (slot = 0; slot < 5; ++slot) {
-                    data = base + slot * layout.stride + layout.hdr_offset +
-                           HIPOWER_SLOT_HDR_SIZE;
+                    length = (uint32_t)((slot * 977) % (max + 1));
+                    data   = base + slot * layout.stride +
+                             hipower_slot_data_offset(&layout, length);
                     ck_assert_msg((data + offset) % align == 0,
                                   "slot %zu align %zu offset %zu size %zu: "
                                   "data at 0x%lx", slot, align, offset,

@@ -21,5 +21,6 @@ Suite *hipower_glue_suite(void);
 Suite *hipower_protocol_suite(void);
 Suite *hipower_txq_suite(void);
 Suite *hipower_layout_suite(void);
+Suite *hipower_frame_suite(void);
 
 #endif

@@ -561,8 +561,7 @@ int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep)
 ucs_status_t uct_hipower_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
                                         unsigned flags)
 {
-    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
 
     /* Busy only when an active message would go now (the admission of
      * hipower_ep_am.c): a caller that retries must not be refused again */
@@ -570,7 +569,7 @@ ucs_status_t uct_hipower_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
         (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) &&
         !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) &&
         (hipower_tx_ring_free(&ep->tx.ring) > 0) &&
-        uct_hipower_ep_has_room(ep, uct_hipower_ep_msg_wrs(iface) + 1)) {
+        uct_hipower_ep_has_room(ep, uct_hipower_ep_msg_wrs(ep) + 1)) {
         return UCS_ERR_BUSY;
     }
 
@@ -751,8 +750,9 @@ ucs_status_t uct_hipower_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
     ep_addr->slots_rkey      = ep->rx.mr->rkey;
     ep_addr->num_slots       = ep->rx.ring.num_slots;
     ep_addr->slot_stride     = iface->config.layout.stride;
-    ep_addr->slot_room       = iface->config.layout.room;
-    ep_addr->hdr_offset      = iface->config.layout.hdr_offset;
+    ep_addr->trailer_offset  = iface->config.layout.trailer_offset;
+    ep_addr->align           = iface->config.layout.align;
+    ep_addr->align_offset    = iface->config.layout.align_offset;
     ep_addr->ctrl_read_addr  = (uintptr_t)ep->ctrl->consumed;
     ep_addr->ctrl_read_rkey  = ep->ctrl_read_mr->rkey;
     ep_addr->ctrl_write_addr = (uintptr_t)ep->ctrl->written_view;
@@ -771,7 +771,9 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     const uct_hipower_ep_addr_t *ep_addr = (const uct_hipower_ep_addr_t*)addr;
     const uct_hipower_device_addr_t *peer_dev =
             (const uct_hipower_device_addr_t*)dev_addr;
+    hipower_slot_layout_t layout;
     enum ibv_mtu path_mtu;
+    const char *reason;
     ucs_status_t status;
 
     if (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) {
@@ -793,25 +795,34 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
 
     /* Any layout of the peer's slots works, as long as each has room for
      * the largest message this interface advertises */
-    if ((ep_addr->num_slots == 0) ||
-        (ep_addr->num_slots > UCT_HIPOWER_MAX_SLOTS) ||
-        ((uint64_t)ep_addr->hdr_offset + ep_addr->slot_room >
-         ep_addr->slot_stride) ||
-        (ep_addr->slot_room <
-         iface->config.max_payload + HIPOWER_SLOT_HDR_SIZE)) {
-        ucs_error(UCT_HIPOWER_EP_FMT ": the peer offers %u slots with room "
-                  "for %u bytes each; this process sends up to %zu bytes "
-                  "(UCX_HIPOWER_SLOT_SIZE=%zu) and uses at most %u slots: "
-                  "set the same UCX_HIPOWER_SLOT_SIZE on both sides",
-                  UCT_HIPOWER_EP_ARG(ep), ep_addr->num_slots,
-                  ep_addr->slot_room, iface->config.max_payload +
-                  HIPOWER_SLOT_HDR_SIZE, iface->config.slot_size,
+    layout.stride         = ep_addr->slot_stride;
+    layout.trailer_offset = ep_addr->trailer_offset;
+    layout.align          = ep_addr->align;
+    layout.align_offset   = ep_addr->align_offset;
+    reason                = hipower_slot_layout_check(&layout,
+                                                      iface->config.max_payload);
+    if ((reason == NULL) && ((ep_addr->num_slots == 0) ||
+                             (ep_addr->num_slots > UCT_HIPOWER_MAX_SLOTS))) {
+        reason = "slot count out of range";
+    }
+    if (reason != NULL) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": the peer's receive slots do not fit "
+                  "this process (%s): %u slots %u bytes apart, trailer at %u, "
+                  "data aligned to %u+%u; this process sends up to %zu bytes "
+                  "(UCX_HIPOWER_SLOT_SIZE=%zu) into at most %u slots: set the "
+                  "same UCX_HIPOWER_SLOT_SIZE on both sides",
+                  UCT_HIPOWER_EP_ARG(ep), reason, ep_addr->num_slots,
+                  ep_addr->slot_stride, ep_addr->trailer_offset,
+                  ep_addr->align, ep_addr->align_offset,
+                  iface->config.max_payload, iface->config.slot_size,
                   UCT_HIPOWER_MAX_SLOTS);
         return UCS_ERR_UNREACHABLE;
     }
 
-    ep->peer.hdr_offset        = ep_addr->hdr_offset;
-    ep->peer.slot_stride       = ep_addr->slot_stride;
+    ep->peer.layout            = layout;
+    ep->tx.msg_wrs             = 1 + (layout.align > 1) +
+                                 (iface->config.notify ==
+                                  UCT_HIPOWER_NOTIFY_PUSH);
     ep->peer.slots_addr        = ep_addr->slots_addr;
     ep->peer.slots_rkey        = ep_addr->slots_rkey;
     ep->peer.consumed_addr     = ep_addr->ctrl_read_addr;
@@ -1000,6 +1011,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->tx.user_end_sn      = 0;
     self->tx.unannounced      = 0;
     self->tx.announce_word    = 0;
+    self->tx.msg_wrs          = 3;      /* Set when connected */
     self->tx.published        = 0;
     self->tx.publish_slot     = 0;
     self->tx.msgs             = 0;

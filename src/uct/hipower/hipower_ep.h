@@ -81,6 +81,7 @@ typedef struct uct_hipower_ep {
         uint32_t                 unannounced;  /* Push: messages not announced */
         uint32_t                 announce_word; /* Push: their bitmap word */
         uint64_t                 woken_gen;    /* Peer sleep gen we woke */
+        uint32_t                 msg_wrs;      /* Per message, at most */
     } tx;
 
     struct {
@@ -91,8 +92,7 @@ typedef struct uct_hipower_ep {
     struct {
         uint64_t                 slots_addr;
         uint32_t                 slots_rkey;
-        uint32_t                 slot_stride;
-        uint32_t                 hdr_offset;   /* Header + data start here */
+        hipower_slot_layout_t    layout;       /* Of its receive slots */
         uint64_t                 consumed_addr;
         uint64_t                 published_addr;
         uint64_t                 announced_addr;
@@ -235,12 +235,13 @@ uct_hipower_ep_has_room(uct_hipower_ep_t *ep, unsigned nwr)
     return 0;
 }
 
-/* Work requests per active message: payload, and in push mode the bitmap
- * word that announces it */
+/* Work requests per active message, at most: the frame (data and trailer);
+ * the trailer on its own when the peer's alignment leaves a gap before
+ * it; in push mode the bitmap word that announces it */
 static UCS_F_ALWAYS_INLINE unsigned
-uct_hipower_ep_msg_wrs(uct_hipower_iface_t *iface)
+uct_hipower_ep_msg_wrs(uct_hipower_ep_t *ep)
 {
-    return (iface->config.notify == UCT_HIPOWER_NOTIFY_PUSH) ? 2 : 1;
+    return ep->tx.msg_wrs;
 }
 
 /* An operation record (with its buffer) from the interface's send pool */
@@ -391,6 +392,9 @@ uct_hipower_ep_peer_ready(uct_hipower_ep_t *ep)
 
 /* Delivers the messages that have arrived; returns how many */
 unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep);
+
+/* Whether the next message has arrived */
+int uct_hipower_ep_rx_ready(uct_hipower_ep_t *ep);
 
 /* Per-endpoint work of an interface progress call */
 unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep);

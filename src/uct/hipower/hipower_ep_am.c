@@ -6,13 +6,15 @@
 #endif
 
 /*
- * Active messages, sender side: a message is one RDMA_WRITE of a slot
- * header and the data into the peer's next slot. In push mode the sender
- * then writes the slot's bitmap word (one inline RDMA_WRITE after the
- * payload on the same QP, which RC executes in order), in the same call:
- * once a send returned UCS_OK, the receiver sees the message without any
- * further call of the sender (UCX_HIPOWER_ANNOUNCE_BATCH=1, the default).
- * In pull mode the receiver reads the sender's published bitmap.
+ * Active messages, sender side (docs/protocol.md): a message is one
+ * RDMA_WRITE of its frame, the data and the trailer that ends the peer's
+ * next slot. In self mode (the default) that is all: the trailer tells the
+ * receiver the message has arrived, so once a send returned UCS_OK the
+ * receiver sees it without any further call of the sender. In push mode
+ * the sender then writes the slot's bitmap word too (an inline RDMA_WRITE
+ * after the frame on the same QP, which RC places after it), in the same
+ * call with UCX_HIPOWER_ANNOUNCE_BATCH=1. In pull mode the receiver reads
+ * the sender's published bitmap.
  */
 
 #include "hipower_ep.h"
@@ -98,7 +100,7 @@ uct_hipower_ep_tx_check(uct_hipower_ep_t *ep)
 
     /* One more: the announce of an unfinished batch, or pull's hello */
     if (ucs_unlikely(!uct_hipower_ep_has_room(
-                             ep, uct_hipower_ep_msg_wrs(iface) + 1))) {
+                             ep, uct_hipower_ep_msg_wrs(ep) + 1))) {
         iface->stats.tx_queue_full++;
         return UCS_ERR_NO_RESOURCE;
     }
@@ -159,45 +161,78 @@ static ucs_status_t uct_hipower_ep_send_hello(uct_hipower_ep_t *ep)
 }
 
 /*
- * Takes the next peer slot and posts the payload write (and in push mode
- * the bitmap word after it). @a data_wr has its sg_list and send flags
- * (inline) filled by the caller.
+ * Takes the next peer slot and posts the message. @a data_wr writes the
+ * data: its sg_list (with room for one more entry) and send flags (inline)
+ * are filled by the caller. The trailer is stored at @a trailer_p (memory
+ * of @a trailer_lkey, unless the write is inline) and goes with the data,
+ * in the same write, when the data ends where the trailer starts: always,
+ * unless the peer asked for aligned data. @a trailer_follows: it lies right
+ * after the data's last gather entry, in the same buffer, which then just
+ * grows. Otherwise the trailer is a write of its own, which RC places after
+ * the data. In push mode the bitmap word comes last.
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
-                        hipower_slot_hdr_t *hdr, uint8_t am_id,
-                        uint32_t length, int force_signal,
+                        hipower_slot_trailer_t *trailer_p,
+                        uint32_t trailer_lkey, int trailer_follows,
+                        uint8_t am_id, uint32_t length, int force_signal,
                         uct_hipower_tx_op_t *op)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    struct ibv_send_wr bitmap_wr;
-    struct ibv_sge bitmap_sge;
-    uint32_t seq, slot, word, unannounced = 0;
-    uint64_t sleep_gen                     = 0;
+    struct ibv_send_wr trailer_wr, bitmap_wr, *last_wr;
+    struct ibv_sge trailer_sge, bitmap_sge, *sge;
+    uint32_t seq, slot, word, data_offset, unannounced = 0;
+    uint64_t slot_addr, sleep_gen                      = 0;
     ucs_status_t status;
     unsigned nwr;
     int push;
 
     push = (iface->config.notify == UCT_HIPOWER_NOTIFY_PUSH);
-    if (ucs_unlikely(!push && !(ep->flags & UCT_HIPOWER_EP_FLAG_HELLO_SENT))) {
+    if (ucs_unlikely((iface->config.notify == UCT_HIPOWER_NOTIFY_PULL) &&
+                     !(ep->flags & UCT_HIPOWER_EP_FLAG_HELLO_SENT))) {
         status = uct_hipower_ep_send_hello(ep);
         if (status != UCS_OK) {
             return status;
         }
     }
 
-    seq  = hipower_tx_ring_take(&ep->tx.ring);
-    slot = hipower_ring_slot(ep->tx.ring.num_slots, seq);
-    hipower_slot_hdr_init(hdr, am_id, length, seq);
+    seq         = hipower_tx_ring_take(&ep->tx.ring);
+    slot        = hipower_ring_slot(ep->tx.ring.num_slots, seq);
+    slot_addr   = ep->peer.slots_addr +
+                  (uint64_t)slot * ep->peer.layout.stride;
+    data_offset = hipower_slot_data_offset(&ep->peer.layout, length);
+    *trailer_p  = hipower_slot_trailer_make(am_id, length, seq);
     ep->tx.msgs++;
 
     data_wr->opcode              = IBV_WR_RDMA_WRITE;
-    data_wr->wr.rdma.remote_addr = ep->peer.slots_addr +
-                                   (uint64_t)slot * ep->peer.slot_stride +
-                                   ep->peer.hdr_offset;
+    data_wr->wr.rdma.remote_addr = slot_addr + data_offset;
     data_wr->wr.rdma.rkey        = ep->peer.slots_rkey;
+    data_wr->next                = NULL;
+    last_wr                      = data_wr;
+    nwr                          = 1;
+    if (ucs_likely(data_offset + length ==
+                   ep->peer.layout.trailer_offset)) {
+        if (trailer_follows) {
+            data_wr->sg_list[data_wr->num_sge - 1].length +=
+                    HIPOWER_SLOT_TRAILER_SIZE;
+        } else {
+            sge         = &data_wr->sg_list[data_wr->num_sge++];
+            sge->addr   = (uintptr_t)trailer_p;
+            sge->length = HIPOWER_SLOT_TRAILER_SIZE;
+            sge->lkey   = trailer_lkey;
+        }
+    } else {
+        /* Aligned data leaves a gap before the trailer: the peer's pad is
+         * not written (nothing of ours lands there) */
+        uct_hipower_ep_word_wr(ep, &trailer_wr, &trailer_sge, trailer_p,
+                               slot_addr + ep->peer.layout.trailer_offset);
+        trailer_wr.wr.rdma.rkey = ep->peer.slots_rkey;
+        trailer_wr.next         = NULL;
+        data_wr->next           = &trailer_wr;
+        last_wr                 = &trailer_wr;
+        nwr                     = 2;
+    }
 
-    nwr = 1;
     if (push) {
         word = slot / HIPOWER_BITMAP_WORD_BITS;
         if ((ep->tx.unannounced > 0) && (word != ep->tx.announce_word)) {
@@ -213,16 +248,20 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
         if (ep->tx.unannounced + 1 >= iface->config.announce_batch) {
             sleep_gen = uct_hipower_ep_bitmap_wr(ep, word, &bitmap_wr,
                                                  &bitmap_sge);
-            data_wr->next       = &bitmap_wr;
-            nwr                 = 2;
-            ep->tx.unannounced  = 0;
+            bitmap_wr.next     = NULL;
+            last_wr->next      = &bitmap_wr;
+            last_wr            = &bitmap_wr;
+            ++nwr;
+            ep->tx.unannounced = 0;
         } else {
             ep->tx.unannounced++;
         }
+    } else if (iface->config.notify == UCT_HIPOWER_NOTIFY_SELF) {
+        /* The write that ends with the trailer wakes a sleeping peer */
+        sleep_gen = uct_hipower_ep_wakeup_check(ep, last_wr);
     }
-    status = uct_hipower_ep_post(ep, data_wr,
-                                 (nwr == 2) ? &bitmap_wr : data_wr, nwr,
-                                 force_signal, op);
+
+    status = uct_hipower_ep_post(ep, data_wr, last_wr, nwr, force_signal, op);
     if (ucs_unlikely(status != UCS_OK)) {
         if (push) {
             ep->tx.unannounced = unannounced;
@@ -230,7 +269,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
         goto err_undo;
     }
 
-    if (nwr == 2) {
+    if (last_wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
         uct_hipower_ep_wakeup_posted(ep, sleep_gen);
     }
 
@@ -252,7 +291,7 @@ err_undo:
     /* Nothing of this message was posted: give the slot back */
     hipower_tx_ring_untake(&ep->tx.ring);
     ep->tx.msgs--;
-    if (push) {
+    if (iface->config.notify != UCT_HIPOWER_NOTIFY_PULL) {
         /* A sleeping peer that read the count meanwhile stays awake until
          * the message is sent again: never asleep with it missing */
         ep->ctrl->announced = ep->tx.msgs;
@@ -265,26 +304,22 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
 {
     uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    /* One gather entry for both headers: each entry costs the provider a
-     * copy of its own */
-    struct {
-        hipower_slot_hdr_t slot;
-        uint64_t           am;
-    } headers;
+    hipower_slot_trailer_t trailer;
     struct ibv_send_wr wr;
-    struct ibv_sge sge[2];
+    struct ibv_sge sge[3];
     ucs_status_t status;
 
-    UCS_STATIC_ASSERT(sizeof(headers) == HIPOWER_SLOT_HDR_SIZE + sizeof(hdr));
     if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
         return uct_hipower_ep_bad_am_id(ep, "am_short", id);
     }
 
     /* Bounded by the inline size and by the slot */
-    if (ucs_unlikely(sizeof(headers) + length > iface->config.max_short)) {
+    if (ucs_unlikely(sizeof(hdr) + length + HIPOWER_SLOT_TRAILER_SIZE >
+                     iface->config.max_short)) {
         ucs_error(UCT_HIPOWER_EP_FMT ": am_short length %u is over the "
                   "limit %zu", UCT_HIPOWER_EP_ARG(ep), length,
-                  iface->config.max_short - sizeof(headers));
+                  iface->config.max_short - sizeof(hdr) -
+                  HIPOWER_SLOT_TRAILER_SIZE);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -293,15 +328,15 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
         return status;
     }
 
-    headers.am    = hdr;
-    sge[0].addr   = (uintptr_t)&headers;
-    sge[0].length = sizeof(headers);
+    /* Inline: the header and the trailer may live on the stack */
+    sge[0].addr   = (uintptr_t)&hdr;
+    sge[0].length = sizeof(hdr);
     sge[1].addr   = (uintptr_t)buffer;
     sge[1].length = length;
     wr.sg_list    = sge;
     wr.num_sge    = (length > 0) ? 2 : 1;
     wr.send_flags = IBV_SEND_INLINE;
-    status = uct_hipower_ep_send_msg(ep, &wr, &headers.slot, id,
+    status = uct_hipower_ep_send_msg(ep, &wr, &trailer, 0, 0, id,
                                      sizeof(hdr) + length, 0, NULL);
     UCT_TL_EP_STAT_OP_IF_SUCCESS(status, &ep->super, AM, SHORT,
                                  sizeof(hdr) + length);
@@ -314,12 +349,12 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
 {
     uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    hipower_slot_hdr_t *slot_hdr;
     uct_hipower_tx_op_t *op;
     struct ibv_send_wr wr;
-    struct ibv_sge sge;
+    struct ibv_sge sge[2];
     ucs_status_t status;
     size_t length;
+    void *data;
 
     if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
         return uct_hipower_ep_bad_am_id(ep, "am_bcopy", id);
@@ -330,8 +365,8 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         return status;
     }
 
-    slot_hdr = uct_hipower_tx_op_buffer(op);
-    length   = pack_cb(slot_hdr + 1, arg);
+    data   = uct_hipower_tx_op_buffer(op);
+    length = pack_cb(data, arg);
     if (ucs_unlikely(length > iface->config.max_payload)) {
         /* The buffer has UCT_HIPOWER_BCOPY_SLACK bytes to spare, so a
          * packer a little over the limit is caught before anything is
@@ -341,14 +376,18 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                                              iface->config.max_payload);
     }
 
-    sge.addr      = (uintptr_t)slot_hdr;
-    sge.length    = HIPOWER_SLOT_HDR_SIZE + length;
-    sge.lkey      = op->lkey;
-    wr.sg_list    = &sge;
+    /* The trailer right after the data, in the buffer (room for the
+     * largest payload and a trailer): one gather entry for the frame */
+    sge[0].addr   = (uintptr_t)data;
+    sge[0].length = length;
+    sge[0].lkey   = op->lkey;
+    wr.sg_list    = sge;
     wr.num_sge    = 1;
-    wr.send_flags = (sge.length <= iface->config.max_inline) ?
-                    IBV_SEND_INLINE : 0;
-    status = uct_hipower_ep_send_msg(ep, &wr, slot_hdr, id, length, 0, op);
+    wr.send_flags = (length + HIPOWER_SLOT_TRAILER_SIZE <=
+                     iface->config.max_inline) ? IBV_SEND_INLINE : 0;
+    status = uct_hipower_ep_send_msg(ep, &wr,
+                                     UCS_PTR_BYTE_OFFSET(data, length),
+                                     op->lkey, 1, id, length, 0, op);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_mpool_put_inline(op);
         return status;
@@ -365,13 +404,12 @@ ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
 {
     uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    struct ibv_sge sge[UCT_HIPOWER_MAX_IOV + 1];
-    hipower_slot_hdr_t *slot_hdr;
+    struct ibv_sge sge[UCT_HIPOWER_MAX_IOV + 2];
     uct_hipower_tx_op_t *op;
     struct ibv_send_wr wr;
     ucs_status_t status;
     size_t length;
-    int num_sge;
+    void *buffer;
 
     if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
         return uct_hipower_ep_bad_am_id(ep, "am_zcopy", id);
@@ -394,18 +432,20 @@ ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         return status;
     }
 
-    slot_hdr = uct_hipower_tx_op_buffer(op);
-    memcpy(slot_hdr + 1, header, header_length);
-    sge[0].addr   = (uintptr_t)slot_hdr;
-    sge[0].length = HIPOWER_SLOT_HDR_SIZE + header_length;
+    /* The header, then the iov, then the trailer from the same buffer */
+    buffer = uct_hipower_tx_op_buffer(op);
+    memcpy(buffer, header, header_length);
+    sge[0].addr   = (uintptr_t)buffer;
+    sge[0].length = header_length;
     sge[0].lkey   = op->lkey;
-    num_sge       = 1 + uct_hipower_ep_iov_sge(iov, iovcnt, sge + 1);
-
     wr.sg_list    = sge;
-    wr.num_sge    = num_sge;
+    wr.num_sge    = 1 + uct_hipower_ep_iov_sge(iov, iovcnt, sge + 1);
     wr.send_flags = 0;
-    status = uct_hipower_ep_send_msg(ep, &wr, slot_hdr, id, length,
-                                     comp != NULL, op);
+    status = uct_hipower_ep_send_msg(ep, &wr,
+                                     UCS_PTR_BYTE_OFFSET(buffer,
+                                                         UCT_HIPOWER_MAX_ZCOPY_HDR),
+                                     op->lkey, 0, id, length, comp != NULL,
+                                     op);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_mpool_put_inline(op);
         return status;

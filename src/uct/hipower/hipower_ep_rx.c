@@ -7,13 +7,14 @@
 
 /*
  * Active messages, receiver side: no receive work request and no
- * completion. A slot holds the next message when the sender's written bit
- * (pushed here or pulled from the sender) shows the parity of that slot's
- * next use; messages are taken in ring order, so in send order, exactly
- * once.
+ * completion (docs/protocol.md). A slot holds the next message when its
+ * trailer carries that message's sequence number (self mode), or when the
+ * sender's written bit (pushed here or pulled from the sender) shows the
+ * parity of that slot's next use; messages are taken in ring order, so in
+ * send order, exactly once.
  *
  * The peer can write its slots at any time, so nothing of the receiver's
- * own is ever kept there: the header is copied once and checked before
+ * own is ever kept there: the trailer is read once and checked before
  * the data is touched, the handler is not offered the slot to keep
  * (UCT_CB_PARAM_FLAG_DESC), and the slot is released when it returns. With
  * UCX_HIPOWER_HOLD_SLOTS=y the handler gets a private copy instead, which
@@ -106,53 +107,72 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
     uct_hipower_iface_t *iface   = uct_hipower_ep_iface(ep);
     hipower_rx_ring_t *ring       = &ep->rx.ring;
     /* Per-message constants, loaded once per batch */
-    size_t stride                 = iface->config.layout.stride;
-    size_t room                   = iface->config.layout.room;
-    char *first_hdr               = UCS_PTR_BYTE_OFFSET(ep->rx.slots,
-                                                        iface->config.layout.hdr_offset);
+    const hipower_slot_layout_t *layout = &iface->config.layout;
+    size_t max_payload            = iface->config.max_payload;
+    int self                      = (iface->config.notify ==
+                                     UCT_HIPOWER_NOTIFY_SELF);
     int hold                      = iface->config.hold_slots;
     void *elem                    = NULL;
     unsigned count, i, am_id;
-    hipower_slot_hdr_t *hdr;
+    hipower_slot_trailer_t trailer;
     const char *reason;
     ucs_status_t status;
     uint32_t slot, seq, length;
+    char *slot_base;
+    void *data;
 
-    count = hipower_rx_ring_ready_count(ring, ep->ctrl->written_view,
-                                        UCT_HIPOWER_RX_BATCH);
-    if (count == 0) {
-        return 0;
-    }
-
-    if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_READY))) {
-        /* The peer wrote to us, so its QP is ready. Its first write woke
-         * us (hipower_event.c): that receive completion is polled even if
-         * nobody sleeps, so that the receive is posted again. */
-        uct_hipower_ep_peer_ready(ep);
-        if ((ep->flags & UCT_HIPOWER_EP_FLAG_FIRST_IMM) &&
-            (ep->rx.delivered == 0)) {
-            ++iface->event.rx_expected;
+    if (self) {
+        /* Each trailer says whether its message is there */
+        count = UCT_HIPOWER_RX_BATCH;
+    } else {
+        count = hipower_rx_ring_ready_count(ring, ep->ctrl->written_view,
+                                            UCT_HIPOWER_RX_BATCH);
+        if (count == 0) {
+            return 0;
         }
+        /* The bitmap said so: now the slots may be read */
+        ucs_memory_cpu_load_fence();
     }
-
-    /* The bitmap said so: now the slot contents may be read */
-    ucs_memory_cpu_load_fence();
 
     for (i = 0; i < count; ++i) {
+        seq       = ring->head;
+        slot      = hipower_ring_slot(ring->num_slots, seq);
+        slot_base = UCS_PTR_BYTE_OFFSET(ep->rx.slots,
+                                        (size_t)slot * layout->stride);
+        trailer   = *(volatile hipower_slot_trailer_t*)
+                    (slot_base + layout->trailer_offset);
+        if (self) {
+            if (!hipower_slot_trailer_is(trailer, seq)) {
+                break;
+            }
+            /* The trailer came last: now the data may be read */
+            ucs_memory_cpu_load_fence();
+        }
+
+        if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_READY))) {
+            /* The peer wrote to us, so its QP is ready. Its first write
+             * woke us (hipower_event.c): that receive completion is polled
+             * even if nobody sleeps, so that the receive is posted again. */
+            uct_hipower_ep_peer_ready(ep);
+            if ((ep->flags & UCT_HIPOWER_EP_FLAG_FIRST_IMM) &&
+                (ep->rx.delivered == 0)) {
+                ++iface->event.rx_expected;
+            }
+        }
+
         if (hold) {
             elem = ucs_mpool_get_inline(&iface->rx.mp);
             if (ucs_unlikely(elem == NULL)) {
                 /* No memory for a copy: the message waits in its slot */
-                count = i;
                 break;
             }
         }
 
-        seq    = ring->head;
-        slot   = hipower_rx_ring_advance(ring);
-        hdr    = (hipower_slot_hdr_t*)(first_hdr + (size_t)slot * stride);
-        status = hipower_slot_hdr_parse(hdr, room, seq, UCT_AM_ID_MAX,
-                                        &am_id, &length, &reason);
+        hipower_rx_ring_advance(ring);
+        ep->rx.delivered++;
+        status = hipower_slot_trailer_parse(trailer, max_payload, seq,
+                                            UCT_AM_ID_MAX, &am_id, &length,
+                                            &reason);
         if (ucs_unlikely(status != UCS_OK)) {
             ucs_error(UCT_HIPOWER_EP_FMT ": dropping message %u in slot %u "
                       "from the peer: %s", UCT_HIPOWER_EP_ARG(ep), seq, slot,
@@ -165,19 +185,43 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
             continue;
         }
 
+        /* Where the sender put the data, by the receiver's own layout: a
+         * length its own limit allows lands inside the slot */
+        data = slot_base + hipower_slot_data_offset(layout, length);
         iface->stats.rx_msgs++;
         iface->stats.rx_bytes += length;
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id,
-                           hdr + 1, length, "RX: AM slot %u", slot);
+                           data, length, "RX: AM slot %u", slot);
         if (hold) {
-            uct_hipower_ep_deliver_copy(iface, elem, am_id, hdr + 1, length);
+            uct_hipower_ep_deliver_copy(iface, elem, am_id, data, length);
         } else {
             /* Without UCT_CB_PARAM_FLAG_DESC the handler may not keep it */
-            uct_iface_invoke_am(&iface->super, am_id, hdr + 1, length, 0);
+            uct_iface_invoke_am(&iface->super, am_id, data, length, 0);
         }
         hipower_rx_ring_release(ring, slot);
     }
 
-    ep->rx.delivered += count;
-    return count;
+    return i;
+}
+
+/* Whether the next message has arrived (the sleep check) */
+int uct_hipower_ep_rx_ready(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    const hipower_slot_layout_t *layout = &iface->config.layout;
+    hipower_rx_ring_t *ring    = &ep->rx.ring;
+    uint32_t slot;
+
+    if (iface->config.notify != UCT_HIPOWER_NOTIFY_SELF) {
+        return hipower_rx_ring_ready_count(ring, ep->ctrl->written_view,
+                                           1) > 0;
+    }
+
+    slot = hipower_ring_slot(ring->num_slots, ring->head);
+    return hipower_slot_trailer_is(*(volatile hipower_slot_trailer_t*)
+                                   UCS_PTR_BYTE_OFFSET(ep->rx.slots,
+                                                       (size_t)slot *
+                                                       layout->stride +
+                                                       layout->trailer_offset),
+                                   ring->head);
 }

@@ -310,8 +310,7 @@ static ucs_status_t uct_hipower_iface_arm_recv(uct_hipower_iface_t *iface)
         if (uct_hipower_ep_announce(ep) != UCS_OK) {
             return UCS_ERR_BUSY;
         }
-        if (hipower_rx_ring_ready_count(&ep->rx.ring, ep->ctrl->written_view,
-                                        1) > 0) {
+        if (uct_hipower_ep_rx_ready(ep)) {
             return UCS_ERR_BUSY;
         }
 

@@ -28,6 +28,7 @@
 
 
 const char *uct_hipower_notify_names[] = {
+    [UCT_HIPOWER_NOTIFY_SELF] = "self",
     [UCT_HIPOWER_NOTIFY_PUSH] = "push",
     [UCT_HIPOWER_NOTIFY_PULL] = "pull",
     [UCT_HIPOWER_NOTIFY_LAST] = NULL
@@ -41,7 +42,7 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
 
     {"SLOT_SIZE", "8k",
      "Size of one receive slot: the largest active message a peer can write\n"
-     "into it is this minus a 16-byte header. Must be a multiple of 64,\n"
+     "into it is this minus its 8-byte trailer. Must be a multiple of 64,\n"
      "between 256 bytes and 1 MiB, and the same on both peers.",
      ucs_offsetof(uct_hipower_iface_config_t, slot_size),
      UCS_CONFIG_TYPE_MEMUNITS},
@@ -100,15 +101,20 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      UCS_CONFIG_TYPE_UINT},
 
     {"TX_MAX_INLINE", "128",
-     "Largest write (16-byte slot header included) copied into the work\n"
+     "Largest write (8-byte slot trailer included) copied into the work\n"
      "request instead of read by the device; bounds am_short. At least 16.",
      ucs_offsetof(uct_hipower_iface_config_t, max_inline),
      UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"NOTIFY", "push",
+    {"NOTIFY", "self",
      "How a receiver learns that a slot holds a new message:\n"
-     "  push - the sender RDMA_WRITEs its bitmap word after the payload; the\n"
-     "         receiver polls local memory\n"
+     "  self - the message's trailer, written with its data by the same\n"
+     "         RDMA_WRITE, marks it as arrived: one packet per message. Needs\n"
+     "         a device that places a WRITE's bytes in order (rxe and\n"
+     "         ConnectX HCAs do; see docs/protocol.md)\n"
+     "  push - strict: the sender RDMA_WRITEs its bitmap word after the\n"
+     "         payload, a second write that RC places after the first on any\n"
+     "         device; the receiver polls local memory\n"
      "  pull - the receiver RDMA_READs the sender's bitmap (the paper's\n"
      "         scheme); the sender publishes writes once they completed\n"
      "Both peers must use the same mode.",
@@ -226,7 +232,7 @@ uct_hipower_iface_check_config(uct_hipower_iface_t *self,
                                      config->signal_interval, 1,
                                      config->tx_queue_len / 2) ||
         !uct_hipower_config_in_range(self, "TX_MAX_INLINE", config->max_inline,
-                                     HIPOWER_SLOT_HDR_SIZE, 1024) ||
+                                     16, 1024) ||
         !uct_hipower_config_in_range(self, "ANNOUNCE_BATCH",
                                      config->announce_batch, 1, 64) ||
         !uct_hipower_config_in_range(self, "MAX_EPS", config->max_eps, 1,
@@ -303,7 +309,7 @@ static ucs_status_t uct_hipower_iface_query(uct_iface_h tl_iface,
 
     /* am_short is inline and lands in one slot: bounded by both */
     attr->cap.am.max_short       = iface->config.max_short -
-                                   HIPOWER_SLOT_HDR_SIZE;
+                                   HIPOWER_SLOT_TRAILER_SIZE;
     attr->cap.am.max_bcopy       = iface->config.max_payload;
     attr->cap.am.min_zcopy       = 0;
     attr->cap.am.max_zcopy       = iface->config.max_payload;
@@ -824,7 +830,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
                                                   self->config.layout.stride,
                                                   config->min_slots_per_ep);
     eps_possible = ucs_min(eps_possible, max_cqe - config->tx_cq_len);
-    if (self->config.notify == UCT_HIPOWER_NOTIFY_PUSH) {
+    if (self->config.notify != UCT_HIPOWER_NOTIFY_PULL) {
         eps_possible = ucs_min(eps_possible,
                                max_cqe / UCT_HIPOWER_EVENT_RECVS);
     }
@@ -844,13 +850,14 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     }
     self->config.eps_possible = eps_possible;
 
-    /* Wakeup needs the peer to write our sleep generation: push mode only.
+    /* Wakeup needs the peer to write our sleep generation: self and push
+     * modes, where the sender announces its messages itself.
      * Every endpoint the arena can hold has its wake-up receives. */
     self->event.channel     = NULL;
     self->event.rx_cq       = NULL;
     self->event.gen         = 0;
     self->event.rx_expected = 0;
-    if (self->config.notify == UCT_HIPOWER_NOTIFY_PUSH) {
+    if (self->config.notify != UCT_HIPOWER_NOTIFY_PULL) {
         status = uct_hipower_iface_event_init(self, UCT_HIPOWER_EVENT_RECVS *
                                                     eps_possible);
         if (status != UCS_OK) {

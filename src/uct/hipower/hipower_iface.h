@@ -39,8 +39,13 @@
 
 /* How the receiver learns that a slot holds a new message */
 typedef enum {
-    /* The sender RDMA_WRITEs its bitmap word right after the payload (RC
-     * keeps the order); the receiver only reads local memory */
+    /* The message's own trailer, written by the same RDMA_WRITE after the
+     * data: one packet per message. Relies on the device placing a WRITE's
+     * bytes in order (docs/protocol.md) */
+    UCT_HIPOWER_NOTIFY_SELF,
+    /* Strict: the sender RDMA_WRITEs its bitmap word right after the
+     * payload, a second, ordered write (RC places one message's data
+     * before the next message's); the receiver only reads local memory */
     UCT_HIPOWER_NOTIFY_PUSH,
     /* The paper's scheme: the receiver RDMA_READs the sender's bitmap,
      * which the sender updates when its writes have completed */
@@ -151,7 +156,8 @@ typedef struct uct_hipower_iface {
     struct {
         size_t                   slot_size;
         size_t                   max_payload;  /* What fits after the header */
-        size_t                   max_short;    /* am_short, headers included */
+        size_t                   max_short;    /* am_short frame, trailer
+                                                  included */
         hipower_slot_layout_t    layout;       /* Of our receive slots */
         size_t                   rx_headroom;  /* User's, in held copies */
         unsigned                 slots_per_ep;

@@ -6,44 +6,24 @@
 #include <string.h>
 
 
-ucs_status_t hipower_slot_hdr_reject(const hipower_slot_hdr_t *copy,
-                                     size_t slot_size, uint32_t expected_seq,
-                                     unsigned num_am_ids,
-                                     const char **reason_p)
+ucs_status_t hipower_slot_trailer_reject(hipower_slot_trailer_t trailer,
+                                         size_t max_payload,
+                                         uint32_t expected_seq,
+                                         unsigned num_am_ids,
+                                         const char **reason_p)
 {
-    hipower_slot_hdr_t hdr;
-
-    /* @a copy is NULL then: the slot was never read */
-    if (slot_size < HIPOWER_SLOT_HDR_SIZE) {
-        *reason_p = "slot smaller than header";
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    hdr = *copy;
-    if (hdr.length > hipower_slot_max_payload(slot_size)) {
-        *reason_p = "length exceeds the slot payload";
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    if (hdr.am_id >= num_am_ids) {
-        *reason_p = "AM id out of range";
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    /* Reserved for later protocol versions: a header that uses them is not
-     * one this receiver knows how to read */
-    if (hdr.flags != 0) {
-        *reason_p = "unknown flags";
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    if (hdr.seq != (uint16_t)expected_seq) {
+    if (((trailer >> 40) & 0xff) != HIPOWER_SLOT_MAGIC) {
+        *reason_p = "not a protocol v2 trailer";
+    } else if ((uint16_t)(trailer >> 48) != (uint16_t)expected_seq) {
         *reason_p = "sequence mismatch";
-        return UCS_ERR_INVALID_PARAM;
+    } else if ((uint32_t)trailer > max_payload) {
+        *reason_p = "length exceeds the slot payload";
+    } else if (((trailer >> 32) & 0xff) >= num_am_ids) {
+        *reason_p = "AM id out of range";
+    } else {
+        /* The inline check let through nothing that gets here */
+        *reason_p = "trailer rejected";
     }
-
-    /* The inline check let through nothing that gets here */
-    *reason_p = "header rejected";
     return UCS_ERR_INVALID_PARAM;
 }
 
@@ -70,14 +50,42 @@ void hipower_slot_layout(size_t slot_size, size_t align, size_t align_offset,
                          hipower_slot_layout_t *layout)
 {
     size_t step = hipower_slot_base_align(align);
-    size_t data_mod;
 
-    /* The data starts HIPOWER_SLOT_HDR_SIZE after the header: move the
-     * header so that data + align_offset lands on a multiple of align.
-     * Slots a multiple of align apart keep that in every slot. */
-    data_mod           = (HIPOWER_SLOT_HDR_SIZE + align_offset) % align;
-    layout->hdr_offset = (uint32_t)((align - data_mod) % align);
-    layout->stride     = (uint32_t)(((layout->hdr_offset + slot_size +
-                                      step - 1) / step) * step);
-    layout->room       = layout->stride - layout->hdr_offset;
+    /* Room for the largest message however its start is aligned (up to
+     * align - 1 bytes of pad), then the trailer; slots a multiple of
+     * align apart keep the alignment in every slot, and the trailer, at
+     * the slot's end, 8-byte aligned for a one-load read */
+    layout->stride         = (uint32_t)(((hipower_slot_max_payload(slot_size) +
+                                          (align - 1) +
+                                          HIPOWER_SLOT_TRAILER_SIZE +
+                                          step - 1) / step) * step);
+    layout->trailer_offset = layout->stride - HIPOWER_SLOT_TRAILER_SIZE;
+    layout->align          = (uint32_t)align;
+    layout->align_offset   = (uint32_t)align_offset;
+}
+
+const char *hipower_slot_layout_check(const hipower_slot_layout_t *layout,
+                                      size_t max_payload)
+{
+    if ((layout->align == 0) || ((layout->align & (layout->align - 1)) != 0) ||
+        (layout->align_offset >= layout->align)) {
+        return "invalid alignment";
+    }
+
+    if ((layout->trailer_offset % HIPOWER_SLOT_TRAILER_SIZE) != 0) {
+        return "trailer not 8-byte aligned";
+    }
+
+    if ((uint64_t)layout->trailer_offset + HIPOWER_SLOT_TRAILER_SIZE >
+        layout->stride) {
+        return "trailer outside the slot";
+    }
+
+    /* hipower_slot_data_offset() loses up to align - 1 bytes to the
+     * alignment: the largest message must still start in the slot */
+    if ((uint64_t)layout->trailer_offset < max_payload + layout->align - 1) {
+        return "slots too small for the largest message";
+    }
+
+    return NULL;
 }

@@ -10,40 +10,83 @@
 #include <string.h>
 
 /*
- * What a sender writes at the start of a receive slot, followed by the
- * active message's data (for am_short: the 64-bit header, then the payload).
- * The receiver trusts none of it: hipower_slot_hdr_parse() checks it against
- * the slot's size and what the receiver expects before anything is read.
+ * Protocol v2 frame (docs/protocol.md): a message is written into a receive
+ * slot as [data][pad][trailer], so that it ends at a fixed place, the
+ * slot's last 8 bytes. The trailer says what the message is and that it has
+ * arrived: one RDMA_WRITE carries data and mark, and the receiver polls one
+ * aligned 64-bit word per slot. Every message to a slot rewrites that word
+ * with its own sequence number, so a stale one (the slot's previous lap, or
+ * the zeroes of a slot never written) never looks new; no clearing needed.
+ *
+ * The trailer, as one little-endian 64-bit word (read with one load):
+ *   bits  0..31  length of the AM data (for am_short: 8-byte header + payload)
+ *   bits 32..39  active message id
+ *   bits 40..47  HIPOWER_SLOT_MAGIC: this protocol version
+ *   bits 48..63  low 16 bits of the message's sequence number
+ * The data ends where the trailer starts, minus the pad that aligns its start
+ * as the receiver's am_alignment/am_align_offset ask (no pad without them).
+ *
+ * Magic and sequence, the arrival key, are the trailer's last bytes on
+ * purpose. Packets of a WRITE start at MTU multiples from the data's start,
+ * so the trailer may straddle two of them and a poll may find it half
+ * written. With in-order placement what has landed is a prefix of the
+ * frame: if the key bytes read equal the expected ones, every byte after
+ * the landed prefix already holds its final value, so the whole trailer
+ * and all data before it are there. The key of a stale lap (another
+ * sequence number) or of fresh memory (no magic) never equals it in full.
+ *
+ * The receiver trusts none of it: the length is bounded by its own largest
+ * message, which its layout has room for, before anything is read.
  */
-typedef struct hipower_slot_hdr {
-    uint32_t length;    /* Bytes of AM data following this header */
-    uint16_t seq;       /* Low 16 bits of the message's sequence number */
-    uint8_t  am_id;     /* Active message id */
-    uint8_t  flags;     /* Reserved, 0 */
-    uint64_t reserved;  /* 0; never read: nothing of the receiver's own
-                           state is ever kept in memory a peer can write */
-} hipower_slot_hdr_t;
+typedef uint64_t hipower_slot_trailer_t;
 
-#define HIPOWER_SLOT_HDR_SIZE  sizeof(hipower_slot_hdr_t)
+#define HIPOWER_SLOT_TRAILER_SIZE  sizeof(hipower_slot_trailer_t)
+#define HIPOWER_SLOT_MAGIC         0xb2ull  /* Protocol v2 */
+
+/* Magic and sequence: what a receiver expects before the message is there */
+#define HIPOWER_SLOT_TRAILER_KEY_MASK  0xffffff0000000000ull
 
 /* Largest AM payload (incl. am_short's 8-byte header) a slot can carry */
 static inline size_t hipower_slot_max_payload(size_t slot_size)
 {
-    return slot_size - HIPOWER_SLOT_HDR_SIZE;
+    return slot_size - HIPOWER_SLOT_TRAILER_SIZE;
+}
+
+/* The trailer of message @a seq (the sender side) */
+static inline hipower_slot_trailer_t
+hipower_slot_trailer_make(uint8_t am_id, uint32_t length, uint32_t seq)
+{
+    return (uint64_t)length | ((uint64_t)am_id << 32) |
+           (HIPOWER_SLOT_MAGIC << 40) | ((uint64_t)(uint16_t)seq << 48);
+}
+
+/* The part of message @a seq's trailer the receiver knows in advance */
+static inline uint64_t hipower_slot_trailer_key(uint32_t seq)
+{
+    return (HIPOWER_SLOT_MAGIC << 40) | ((uint64_t)(uint16_t)seq << 48);
+}
+
+/* Whether @a trailer is that of message @a seq (arrived, if it is intact) */
+static inline int hipower_slot_trailer_is(hipower_slot_trailer_t trailer,
+                                          uint32_t seq)
+{
+    return (trailer & HIPOWER_SLOT_TRAILER_KEY_MASK) ==
+           hipower_slot_trailer_key(seq);
 }
 
 /*
- * Where a message goes in a receive slot. The receiver decides, from its
- * own interface parameters, and tells the sender in the endpoint address:
- * the slots are "stride" bytes apart and the header starts "hdr_offset"
- * bytes into each. Every slot has room for SLOT_SIZE bytes from the header
- * on, whatever the alignment, so the largest message a sender may write
- * does not depend on which peer it writes to.
+ * Where messages go in a receive slot. The receiver decides, from its own
+ * interface parameters, and tells the sender in the endpoint address: slots
+ * are "stride" bytes apart, each ends with its trailer at "trailer_offset",
+ * and a message's data starts where hipower_slot_data_offset() says. Every
+ * slot has room for SLOT_SIZE - 8 bytes of data whatever the alignment, so
+ * the largest message a sender may write does not depend on the peer.
  */
 typedef struct hipower_slot_layout {
-    uint32_t stride;       /* Bytes from one slot to the next */
-    uint32_t hdr_offset;   /* Of the header in a slot */
-    uint32_t room;         /* Bytes from the header to the slot's end */
+    uint32_t stride;         /* Bytes from one slot to the next */
+    uint32_t trailer_offset; /* Of the trailer in a slot: stride - 8 */
+    uint32_t align;          /* Data + align_offset is a multiple of it */
+    uint32_t align_offset;
 } hipower_slot_layout_t;
 
 /* Slots are at least cache-line aligned */
@@ -58,14 +101,22 @@ const char *hipower_slot_check_alignment(int has_align, size_t align,
                                          int has_offset, size_t offset);
 
 /**
- * Lays out slots with @a slot_size bytes of header and data each, so that
- * the data (right after the header) plus @a align_offset is a multiple of
+ * Lays out slots for messages of up to hipower_slot_max_payload(@a slot_size)
+ * bytes of data, so that the data plus @a align_offset is a multiple of
  * @a align in every slot, given an arena that starts at a multiple of
- * hipower_slot_base_align(@a align). @a align = 1: no alignment asked for,
- * the header starts the slot.
+ * hipower_slot_base_align(@a align). @a align = 1: no alignment asked for.
  */
 void hipower_slot_layout(size_t slot_size, size_t align, size_t align_offset,
                          hipower_slot_layout_t *layout);
+
+/**
+ * Whether a peer's @a layout is one this process can send into: a sane
+ * alignment, the trailer aligned and inside the slot, and room for
+ * @a max_payload bytes of data before it however they are aligned. Returns
+ * NULL if so, else what is wrong.
+ */
+const char *hipower_slot_layout_check(const hipower_slot_layout_t *layout,
+                                      size_t max_payload);
 
 /* Alignment the arena's base needs for hipower_slot_layout() */
 static inline size_t hipower_slot_base_align(size_t align)
@@ -73,68 +124,66 @@ static inline size_t hipower_slot_base_align(size_t align)
     return (align > HIPOWER_SLOT_ALIGN) ? align : HIPOWER_SLOT_ALIGN;
 }
 
-/* Fills a header for message @a seq (the sender side) */
-static inline void hipower_slot_hdr_init(hipower_slot_hdr_t *hdr,
-                                         uint8_t am_id, uint32_t length,
-                                         uint32_t seq)
+/*
+ * Offset in a slot of the data of a @a length-byte message: the latest
+ * start, as aligned as the layout asks, from which the data ends at or
+ * before the trailer. Sender and receiver compute the same. Without
+ * alignment: trailer_offset - length. Never negative for a length the
+ * layout has room for (hipower_slot_layout_check()).
+ */
+static inline uint32_t
+hipower_slot_data_offset(const hipower_slot_layout_t *layout, uint32_t length)
 {
-    hdr->length = length;
-    hdr->seq    = (uint16_t)seq;
-    hdr->am_id  = am_id;
-    hdr->flags    = 0;
-    hdr->reserved = 0;
+    uint32_t end = layout->trailer_offset - length + layout->align_offset;
+
+    return (end & ~(layout->align - 1)) - layout->align_offset;
 }
 
-/* Why hipower_slot_hdr_parse() rejected @a copy: sets *reason_p */
-ucs_status_t hipower_slot_hdr_reject(const hipower_slot_hdr_t *copy,
-                                     size_t slot_size, uint32_t expected_seq,
-                                     unsigned num_am_ids,
-                                     const char **reason_p);
+/* Bytes between the data's end and the trailer (0 without alignment) */
+static inline uint32_t
+hipower_slot_pad(const hipower_slot_layout_t *layout, uint32_t length)
+{
+    return layout->trailer_offset - hipower_slot_data_offset(layout, length) -
+           length;
+}
+
+/* Why hipower_slot_trailer_parse() rejected @a trailer: sets *reason_p */
+ucs_status_t hipower_slot_trailer_reject(hipower_slot_trailer_t trailer,
+                                         size_t max_payload,
+                                         uint32_t expected_seq,
+                                         unsigned num_am_ids,
+                                         const char **reason_p);
 
 /**
- * Validates the header at the start of a slot of @a slot_size bytes.
- * @a num_am_ids is the number of valid AM ids (UCT_AM_ID_MAX).
- * On success sets *am_id_p and *length_p. On failure returns
- * UCS_ERR_INVALID_PARAM and sets *reason_p to a static string that says
- * what was wrong (for an error message that also names the peer); nothing
- * outside the slot is read. Inline, with one branch for a good header: it
- * runs once per received message.
+ * Validates the trailer of message @a expected_seq, read with one load from
+ * a slot that holds up to @a max_payload bytes of data. @a num_am_ids is
+ * the number of valid AM ids (UCT_AM_ID_MAX). On success sets *am_id_p and
+ * *length_p. On failure returns UCS_ERR_INVALID_PARAM and sets *reason_p to
+ * a static string that says what was wrong (for an error message that also
+ * names the peer). Inline, with one branch for a good trailer: it runs
+ * once per received message.
  */
 static inline ucs_status_t
-hipower_slot_hdr_parse(const void *slot, size_t slot_size,
-                       uint32_t expected_seq, unsigned num_am_ids,
-                       unsigned *am_id_p, uint32_t *length_p,
-                       const char **reason_p)
+hipower_slot_trailer_parse(hipower_slot_trailer_t trailer, size_t max_payload,
+                           uint32_t expected_seq, unsigned num_am_ids,
+                           unsigned *am_id_p, uint32_t *length_p,
+                           const char **reason_p)
 {
-    hipower_slot_hdr_t hdr;
+    uint32_t length = (uint32_t)trailer;
+    unsigned am_id  = (unsigned)(trailer >> 32) & 0xff;
 
-    /* The size is checked before the header is touched, so that a slot
-     * too small for one is not read past its end */
-    *am_id_p  = 0;
-    *length_p = 0;
-    if (__builtin_expect(slot_size < HIPOWER_SLOT_HDR_SIZE, 0)) {
-        return hipower_slot_hdr_reject(NULL, slot_size, expected_seq,
-                                       num_am_ids, reason_p);
+    /* Every check applies to the one copy whose values are returned: the
+     * peer (a buggy or hostile one) may write the slot at any time */
+    if (__builtin_expect(!hipower_slot_trailer_is(trailer, expected_seq) |
+                         (length > max_payload) | (am_id >= num_am_ids), 0)) {
+        *am_id_p  = 0;
+        *length_p = 0;
+        return hipower_slot_trailer_reject(trailer, max_payload, expected_seq,
+                                           num_am_ids, reason_p);
     }
 
-    /* One copy: the peer may still be writing the slot (a buggy or hostile
-     * one), and every check must apply to the same values that are then
-     * returned. memcpy() also does not care how the slot is aligned.
-     * Subtracting from slot_size, which is known to be large enough, cannot
-     * overflow; adding to length (up to UINT32_MAX) could. Flags are
-     * reserved for later protocol versions: a header that uses them is not
-     * one this receiver knows how to read. The reserved word is not
-     * copied. */
-    memcpy(&hdr, slot, offsetof(hipower_slot_hdr_t, reserved));
-    if (__builtin_expect((hdr.length > hipower_slot_max_payload(slot_size)) |
-                         (hdr.am_id >= num_am_ids) | (hdr.flags != 0) |
-                         (hdr.seq != (uint16_t)expected_seq), 0)) {
-        return hipower_slot_hdr_reject(&hdr, slot_size, expected_seq,
-                                       num_am_ids, reason_p);
-    }
-
-    *am_id_p  = hdr.am_id;
-    *length_p = hdr.length;
+    *am_id_p  = am_id;
+    *length_p = length;
     return UCS_OK;
 }
 

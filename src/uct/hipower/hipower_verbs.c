@@ -31,7 +31,8 @@ ucs_status_t uct_hipower_qp_create(uct_hipower_iface_t *iface,
     /* One entry beyond what operations may take: the request that ends
      * the QP in order always has room (hipower_ep.c) */
     init_attr.cap.max_send_wr     = iface->config.tx_queue_len + 1;
-    init_attr.cap.max_send_sge    = UCT_HIPOWER_MAX_IOV + 1;
+    /* am_zcopy: its header, the iov and the slot trailer */
+    init_attr.cap.max_send_sge    = UCT_HIPOWER_MAX_IOV + 2;
     init_attr.cap.max_inline_data = iface->config.max_inline;
     if (iface->event.rx_cq != NULL) {
         init_attr.recv_cq          = iface->event.rx_cq;

@@ -28,8 +28,9 @@ typedef struct uct_hipower_ep_addr {
     uint32_t                     slots_rkey;      /* REMOTE_WRITE, slots only */
     uint16_t                     num_slots;
     uint32_t                     slot_stride;     /* Bytes between slots */
-    uint32_t                     slot_room;       /* From the header on */
-    uint16_t                     hdr_offset;      /* Of the header in a slot */
+    uint32_t                     trailer_offset;  /* Of the trailer in a slot */
+    uint32_t                     align;           /* Of a message's data */
+    uint32_t                     align_offset;
     uint64_t                     ctrl_read_addr;  /* consumed + published */
     uint32_t                     ctrl_read_rkey;  /* REMOTE_READ only */
     uint64_t                     ctrl_write_addr; /* written_view + words */
