@@ -14,7 +14,7 @@ command -v valgrind > /dev/null || { bench_log "cpu: valgrind is not installed";
 if [ "$BENCH_QUICK" = 1 ]; then sizes="8" rounds=4
 else sizes="8 1024" rounds=20; fi
 burst=32
-columns="rc_verbs hipower hipower-pull"
+columns="rc_verbs hipower hipower-push hipower-pull"
 
 bench_metric $S rx_instr "receiver: user-space instructions per message (callgrind)" instr lower "message size (B)" noplot
 bench_metric $S tx_instr "sender: user-space instructions per message (callgrind)" instr lower "message size (B)" noplot
@@ -44,9 +44,9 @@ msgcost_parse() {
         }'
 }
 
-for rep in $(seq "$BENCH_REPS"); do
+for rep in $(seq "$BENCH_COUNT_REPS"); do
     for col in $columns; do
-        bench_log "cpu rep $rep/$BENCH_REPS: $col instructions per message"
+        bench_log "cpu rep $rep/$BENCH_COUNT_REPS: $col instructions per message"
         base=$BENCH_OUT/raw/msgcost.$col.$rep
         # shellcheck disable=SC2046
         if env $(bench_notify_env "$col") hipower-run valgrind -q --tool=callgrind \

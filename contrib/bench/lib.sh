@@ -15,12 +15,17 @@ set -u -o pipefail
 BENCH_OUT=${HIPOWER_BENCH_OUT:?HIPOWER_BENCH_OUT is not set: run through contrib/hipower-bench}
 BENCH_REPS=${HIPOWER_BENCH_REPS:-3}
 BENCH_QUICK=${HIPOWER_BENCH_QUICK:-0}
+# Counted figures (sections wire and cpu) are the same in every repetition:
+# two show that, more only cost time
+BENCH_COUNT_REPS=${HIPOWER_BENCH_COUNT_REPS:-2}
+[ "$BENCH_COUNT_REPS" -gt "$BENCH_REPS" ] && BENCH_COUNT_REPS=$BENCH_REPS
 mkdir -p "$BENCH_OUT/notes" "$BENCH_OUT/raw"
 read -r -a BENCH_DEVICES <<< "${HIPOWER_RIG_DEVICES:-}"
 
-# Table columns are transport names: rc_verbs, hipower, hipower-pull,
-# ud_verbs, or "device" for the raw verbs ceiling (perftest, no UCX); the
-# report orders them and takes every ratio to rc_verbs.
+# Table columns are transport names: rc_verbs, hipower (UCX_HIPOWER_NOTIFY=
+# self, the default), hipower-push (the strict mode), hipower-pull (the
+# paper's), ud_verbs, or "device" for the raw verbs ceiling (perftest, no
+# UCX); the report orders them and takes every ratio to rc_verbs.
 
 # bench_metric SECTION METRIC TITLE UNIT lower|higher XLABEL [plot|noplot]
 # Declares how the report shows a metric (one table, and a plot with a log
@@ -55,8 +60,8 @@ bench_log() {
 bench_ucp_env() {
     case "$1" in
         rc_verbs)     echo "UCX_TLS=rc_verbs,ud_verbs:aux,self" ;;
-        hipower)      echo "UCX_TLS=hipower,ud_verbs:aux,self UCX_HIPOWER_NOTIFY=push" ;;
-        hipower-pull) echo "UCX_TLS=hipower,ud_verbs:aux,self UCX_HIPOWER_NOTIFY=pull" ;;
+        hipower|hipower-push|hipower-pull)
+                      echo "UCX_TLS=hipower,ud_verbs:aux,self $(bench_notify_env "$1")" ;;
         ud_verbs)     echo "UCX_TLS=ud_verbs,self" ;;
         tcp)          echo "UCX_TLS=tcp,self" ;;
         *) echo "bench_ucp_env: unknown transport '$1'" >&2; return 1 ;;
@@ -81,10 +86,14 @@ bench_iters() {
 
 # UCT transport name and environment of a table column
 bench_uct_tl() {
-    case "$1" in hipower|hipower-pull) echo hipower ;; *) echo "$1" ;; esac
+    case "$1" in hipower|hipower-*) echo hipower ;; *) echo "$1" ;; esac
 }
 bench_notify_env() {
-    [ "$1" = hipower-pull ] && echo UCX_HIPOWER_NOTIFY=pull || echo UCX_HIPOWER_NOTIFY=push
+    case "$1" in
+        hipower-push) echo UCX_HIPOWER_NOTIFY=push ;;
+        hipower-pull) echo UCX_HIPOWER_NOTIFY=pull ;;
+        *)            echo UCX_HIPOWER_NOTIFY=self ;;
+    esac
 }
 
 # bench_uct_max TL OP: the largest size ucx_info reports for OP (am_bcopy,

@@ -18,7 +18,7 @@ if [ "$BENCH_QUICK" = 1 ]; then
 else
     am_sizes="8 1024 4096 $am_max" rma_sizes="65536 1048576 4194304"
 fi
-columns="rc_verbs hipower hipower-pull ud_verbs"
+columns="rc_verbs hipower hipower-push hipower-pull ud_verbs"
 
 bench_metric $S am_lat "AM one-way latency (am_lat, 50th percentile)" usec lower "message size (B)"
 bench_metric $S am_rate "AM message rate (am_bw)" msg/s higher "message size (B)"

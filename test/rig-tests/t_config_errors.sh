@@ -31,8 +31,8 @@ echo "ok: UCX_HIPOWER_NOTIFY=sideways refused by UCX's parser"
 
 # The documented defaults are what ucx_info shows
 config=$(hipower-run ucx_info -c -f) || fail "ucx_info -c -f failed"
-grep -q '^UCX_HIPOWER_NOTIFY=push$' <<< "$config" ||
-    fail "ucx_info -c does not list UCX_HIPOWER_NOTIFY=push"
+grep -q '^UCX_HIPOWER_NOTIFY=self$' <<< "$config" ||
+    fail "ucx_info -c does not list UCX_HIPOWER_NOTIFY=self (the default)"
 grep -q '^UCX_HIPOWER_RECYCLE_THRESHOLD=0.5' <<< "$config" ||
     fail "ucx_info -c does not list UCX_HIPOWER_RECYCLE_THRESHOLD"
 echo "ok: defaults listed by ucx_info -c -f"
