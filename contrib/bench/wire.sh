@@ -34,7 +34,7 @@ bench_metric $S tx_cqes "sender: completions polled per message (am_bw)" CQEs lo
 bench_metric $S rx_wrs "receiver: work requests posted per message (am_bw; sends and receives)" WRs lower "message size (B)" noplot
 bench_metric $S rx_cqes "receiver: completions polled per message (am_bw)" CQEs lower "message size (B)" noplot
 bench_metric $S lat_wrs "work requests posted per round trip, both sides (am_lat; sends and receives)" WRs lower "message size (B)" noplot
-bench_note $S "Counted, not timed: the same run gives the same figures on any load. **Packets** are rxe's \`hw_counters/sent_pkts\` of $dev_s and $dev_c (every packet either device sent: data, ACKs, READ requests and responses). **Work requests and completions** are counted in each ucx_perftest process by \`test/bench/uct/libverbs_count.so\` (LD_PRELOAD; it wraps the provider's post_send/post_recv/poll_cq): work requests include receives posted; completions are what ibv_poll_cq() returned. The server ($dev_s) receives in am_bw, the client ($dev_c) sends. Each figure is (count after $n2 iterations - count after $n1) / $((n2 - n1)), both runs without warm-up (-w 0), so start-up and teardown cancel. Sizes up to 64 B use am_short, larger ones am_bcopy."
+bench_note $S "Counted, not timed: the same run gives the same figures on any load. **Packets** are rxe's \`hw_counters/sent_pkts\` of $dev_s and $dev_c (every packet either device sent: data, ACKs, READ requests and responses). **Work requests and completions** are counted in each ucx_perftest process by \`test/bench/uct/libverbs_count.so\` (LD_PRELOAD; it wraps the provider's post_send/post_recv/poll_cq): work requests include receives posted; completions are what ibv_poll_cq() returned. The server ($dev_s) receives in am_bw, the client ($dev_c) sends. Each figure is (count after $n2 iterations - count after $n1) / $((n2 - n1)), both runs without warm-up (-w 0), so start-up and teardown cancel. Sizes up to 64 B use am_short, larger ones am_bcopy. **rc_verbs has packet figures only**: for it the library's counts came out inconsistent (0 completions on the receiving side, and send-side work requests that jump between 1 and 9 per message with the size) - its batched receive reposting and something the library does not see yet; until that is understood they are not reported."
 
 layout() { [ "$1" -le 64 ] && echo short || echo bcopy; }
 
@@ -71,10 +71,17 @@ for rep in $(seq "$BENCH_COUNT_REPS"); do
                     per() { awk -v a="$1" -v b="$2" -v n=$((n2 - n1)) 'BEGIN { printf "%.2f", (b - a) / n }'; }
                     if [ "$test" = am_lat ]; then
                         bench_sample $S pkts_lat "$size" "$col" "$rep" "$(per "${A[0]}" "${B[0]}")"
+                    else
+                        bench_sample $S pkts_bw "$size" "$col" "$rep" "$(per "${A[0]}" "${B[0]}")"
+                    fi
+                    # rc_verbs' verbs work is not counted right (see the
+                    # note): its packets only
+                    if [ "$col" = rc_verbs ]; then
+                        :
+                    elif [ "$test" = am_lat ]; then
                         bench_sample $S lat_wrs "$size" "$col" "$rep" \
                             "$(per $((A[1] + A[3])) $((B[1] + B[3])))"
                     else
-                        bench_sample $S pkts_bw "$size" "$col" "$rep" "$(per "${A[0]}" "${B[0]}")"
                         bench_sample $S rx_wrs "$size" "$col" "$rep" "$(per "${A[1]}" "${B[1]}")"
                         bench_sample $S rx_cqes "$size" "$col" "$rep" "$(per "${A[2]}" "${B[2]}")"
                         bench_sample $S tx_wrs "$size" "$col" "$rep" "$(per "${A[3]}" "${B[3]}")"
