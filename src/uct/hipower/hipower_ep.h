@@ -200,6 +200,51 @@ void uct_hipower_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t c
                                   void *arg);
 
 /*
+ * Posts a chain on @a txqp's QP with a credit per request from
+ * *@a cq_credits. Returns how many requests went out (all of them, or the
+ * ones before bad_wr) and sets *@a ret_p to ibv_post_send()'s result.
+ */
+static UCS_F_ALWAYS_INLINE unsigned
+uct_hipower_txqp_post(uct_hipower_iface_t *iface, uct_hipower_txqp_t *txqp,
+                      struct ibv_send_wr *first, struct ibv_send_wr *last,
+                      unsigned nwr, int signal, int *cq_credits,
+                      int *ret_p)
+{
+    struct ibv_send_wr *bad_wr = NULL, *wr;
+    unsigned index, posted;
+    uint64_t sn;
+    int ret;
+
+    sn = txqp->txq.sn;
+    for (wr = first; wr != last; wr = wr->next) {
+        wr->wr_id = sn++;
+    }
+    last->wr_id = sn;
+    last->next  = NULL;
+    if (signal) {
+        last->send_flags |= IBV_SEND_SIGNALED;
+    }
+
+    ret    = ibv_post_send(txqp->qp, first, &bad_wr);
+    index  = nwr;
+    if (ucs_unlikely(ret != 0)) {
+        for (index = 0, wr = first; (wr != NULL) && (wr != bad_wr);
+             wr = wr->next) {
+            ++index;
+        }
+    }
+    posted = hipower_txq_chain_posted(nwr, ret != 0, index);
+    hipower_txq_posted(&txqp->txq, nwr, posted, signal, cq_credits);
+    *ret_p = ret;
+    return posted;
+}
+
+/* Reports a post that failed part-way and fails the endpoint if any of
+ * it went out; UCS_ERR_IO_ERROR */
+ucs_status_t uct_hipower_ep_post_failed(uct_hipower_ep_t *ep, unsigned nwr,
+                                        unsigned posted, int ret);
+
+/*
  * Posts a chain of @a nwr work requests (send flags set by the caller),
  * with a completion-queue credit for each. The last one is signaled when
  * due (hipower_txq_signal()) or forced. @a op, if any, is retired with the
@@ -207,10 +252,43 @@ void uct_hipower_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t c
  * fails part-way is accounted for what went out and fails the endpoint
  * (nothing of it can be taken back); UCS_ERR_IO_ERROR then.
  */
-ucs_status_t uct_hipower_ep_post(uct_hipower_ep_t *ep,
-                                 struct ibv_send_wr *first,
-                                 struct ibv_send_wr *last, unsigned nwr,
-                                 int force_signal, uct_hipower_tx_op_t *op);
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_hipower_ep_post(uct_hipower_ep_t *ep, struct ibv_send_wr *first,
+                    struct ibv_send_wr *last, unsigned nwr, int force_signal,
+                    uct_hipower_tx_op_t *op)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    unsigned posted;
+    int signal, ret;
+
+    signal = force_signal ||
+             hipower_txq_signal(&ep->txqp.txq, nwr,
+                                iface->config.signal_interval,
+                                iface->tx.cq_credits,
+                                iface->config.signal_interval +
+                                UCT_HIPOWER_CQ_RECALL_RESERVE);
+
+    if (ucs_unlikely(ep->fence_beat != iface->tx.fence_beat)) {
+        /* An iface or ep fence since our last request: this one waits
+         * until the READs and atomics before it have completed */
+        first->send_flags |= IBV_SEND_FENCE;
+        ep->fence_beat     = iface->tx.fence_beat;
+        iface->stats.fenced_wrs++;
+    }
+
+    posted = uct_hipower_txqp_post(iface, &ep->txqp, first, last, nwr, signal,
+                                   &iface->tx.cq_credits, &ret);
+    if (ucs_likely(posted == nwr)) {
+        if (op != NULL) {
+            op->sn        = ep->txqp.txq.sn - 1;
+            op->msg_count = ep->tx.msgs;
+            ucs_queue_push(&ep->txqp.outstanding, &op->queue);
+        }
+        return UCS_OK;
+    }
+
+    return uct_hipower_ep_post_failed(ep, nwr, posted, ret);
+}
 
 /*
  * Room for @a nwr more work requests of a user operation on the endpoint

@@ -173,7 +173,7 @@ static ucs_status_t uct_hipower_ep_send_hello(uct_hipower_ep_t *ep)
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
-                        hipower_slot_trailer_t *trailer_p,
+                        void *trailer_p,
                         uint32_t trailer_lkey, int trailer_follows,
                         uint8_t am_id, uint32_t length, int force_signal,
                         uct_hipower_tx_op_t *op)
@@ -183,6 +183,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     struct ibv_sge trailer_sge, bitmap_sge, *sge;
     uint32_t seq, slot, word, data_offset, unannounced = 0;
     uint64_t slot_addr, sleep_gen                      = 0;
+    hipower_slot_trailer_t trailer;
     ucs_status_t status;
     unsigned nwr;
     int push;
@@ -201,7 +202,10 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     slot_addr   = ep->peer.slots_addr +
                   (uint64_t)slot * ep->peer.layout.stride;
     data_offset = hipower_slot_data_offset(&ep->peer.layout, length);
-    *trailer_p  = hipower_slot_trailer_make(am_id, length, seq);
+    /* Right after the data, which may end anywhere: a store that does not
+     * assume alignment (one instruction on x86) */
+    trailer     = hipower_slot_trailer_make(am_id, length, seq);
+    memcpy(trailer_p, &trailer, sizeof(trailer));
     ep->tx.msgs++;
 
     data_wr->opcode              = IBV_WR_RDMA_WRITE;
@@ -304,9 +308,11 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
 {
     uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    hipower_slot_trailer_t trailer;
+    /* The whole frame in one gather entry: the provider copies each entry
+     * of an inline request on its own, so one copy here is cheaper */
+    uint8_t frame[UCT_HIPOWER_MAX_INLINE];
     struct ibv_send_wr wr;
-    struct ibv_sge sge[3];
+    struct ibv_sge sge[2];
     ucs_status_t status;
 
     if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
@@ -328,16 +334,15 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
         return status;
     }
 
-    /* Inline: the header and the trailer may live on the stack */
-    sge[0].addr   = (uintptr_t)&hdr;
-    sge[0].length = sizeof(hdr);
-    sge[1].addr   = (uintptr_t)buffer;
-    sge[1].length = length;
+    memcpy(frame, &hdr, sizeof(hdr));
+    memcpy(frame + sizeof(hdr), buffer, length);
+    sge[0].addr   = (uintptr_t)frame;
+    sge[0].length = sizeof(hdr) + length;
     wr.sg_list    = sge;
-    wr.num_sge    = (length > 0) ? 2 : 1;
+    wr.num_sge    = 1;
     wr.send_flags = IBV_SEND_INLINE;
-    status = uct_hipower_ep_send_msg(ep, &wr, &trailer, 0, 0, id,
-                                     sizeof(hdr) + length, 0, NULL);
+    status = uct_hipower_ep_send_msg(ep, &wr, frame + sizeof(hdr) + length, 0,
+                                     1, id, sizeof(hdr) + length, 0, NULL);
     UCT_TL_EP_STAT_OP_IF_SUCCESS(status, &ep->super, AM, SHORT,
                                  sizeof(hdr) + length);
     return status;

@@ -232,7 +232,7 @@ uct_hipower_iface_check_config(uct_hipower_iface_t *self,
                                      config->signal_interval, 1,
                                      config->tx_queue_len / 2) ||
         !uct_hipower_config_in_range(self, "TX_MAX_INLINE", config->max_inline,
-                                     16, 1024) ||
+                                     16, UCT_HIPOWER_MAX_INLINE) ||
         !uct_hipower_config_in_range(self, "ANNOUNCE_BATCH",
                                      config->announce_batch, 1, 64) ||
         !uct_hipower_config_in_range(self, "MAX_EPS", config->max_eps, 1,

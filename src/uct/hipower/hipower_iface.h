@@ -30,6 +30,9 @@
  * that returns a little too much (UCT_IFACE_FLAG_ERRHANDLE_BCOPY_LEN) */
 #define UCT_HIPOWER_BCOPY_SLACK      64
 
+/* Largest UCX_HIPOWER_TX_MAX_INLINE: bounds an am_short frame */
+#define UCT_HIPOWER_MAX_INLINE       1024
+
 /* Largest zero-copy iov and AM header */
 #define UCT_HIPOWER_MAX_IOV          8
 #define UCT_HIPOWER_MAX_ZCOPY_HDR    128

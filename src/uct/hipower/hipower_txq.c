@@ -14,24 +14,6 @@ void hipower_txq_init(hipower_txq_t *txq, uint32_t sq_len)
     txq->unsignaled = 0;
 }
 
-uint64_t hipower_txq_posted(hipower_txq_t *txq, unsigned nwr, unsigned posted,
-                            int last_signaled, int *cq_credits)
-{
-    uint64_t first = txq->sn;
-
-    assert(posted <= nwr);
-    txq->sn     += posted;
-    *cq_credits -= (int)posted;
-    if (last_signaled && (posted == nwr) && (posted > 0)) {
-        txq->unsignaled = 0;
-    } else {
-        /* A chain cut short lost its signaled tail: what went out is
-         * unsignaled and waits for a later completion */
-        txq->unsignaled += posted;
-    }
-    return first;
-}
-
 uint32_t hipower_txq_completed(hipower_txq_t *txq, uint64_t wr_sn,
                                int *cq_credits)
 {

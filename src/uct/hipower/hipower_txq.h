@@ -4,6 +4,7 @@
 #ifndef UCT_HIPOWER_TXQ_H_
 #define UCT_HIPOWER_TXQ_H_
 
+#include <assert.h>
 #include <stdint.h>
 
 /*
@@ -83,8 +84,26 @@ static inline int hipower_txq_signal(const hipower_txq_t *txq, unsigned nwr,
  * if it was posted. Takes a credit per posted request from *@a cq_credits.
  * Returns the id of the first request of the chain.
  */
-uint64_t hipower_txq_posted(hipower_txq_t *txq, unsigned nwr, unsigned posted,
-                            int last_signaled, int *cq_credits);
+/* Inline: it runs once per post */
+static inline uint64_t
+hipower_txq_posted(hipower_txq_t *txq, unsigned nwr, unsigned posted,
+                   int last_signaled, int *cq_credits)
+{
+    uint64_t first = txq->sn;
+
+    assert(posted <= nwr);
+    txq->sn     += posted;
+    *cq_credits -= (int)posted;
+    if (last_signaled && (posted == nwr) && (posted > 0)) {
+        txq->unsignaled = 0;
+    } else {
+        /* A chain cut short lost its signaled tail: what went out is
+         * unsignaled and waits for a later completion */
+        txq->unsignaled += posted;
+    }
+    return first;
+}
+
 
 /* How many requests of a chain ibv_post_send() took, given bad_wr's index
  * (0-based; @a nwr when it succeeded) */
