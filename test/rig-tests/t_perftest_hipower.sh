@@ -5,7 +5,8 @@
 # (8 B, 1 KB and the largest in the other two). Under
 # sustained am_bcopy 1 KB load the counters must show the batching the
 # design exists for: >= 8 slots recycled per bitmap read, no receive
-# completions.
+# completions; under an 8 B ping-pong, slots come back by the
+# acknowledgements in the replies' trailers, with no bitmap read at all.
 . "$(dirname "$0")/lib.sh"
 
 [ ${#RIG_DEVICES[@]} -ge 2 ] || skip "needs two verbs devices"
@@ -78,5 +79,27 @@ awk -v v="$per_read" 'BEGIN { exit !(v >= 8) }' ||
 # fewer completions than messages received (rc_verbs polls one per message)
 [ "$rx_side_cqes" -lt $((rx_msgs / 8)) ] ||
     fail "the receiver polled $rx_side_cqes completions for $rx_msgs messages"
+rm -rf "$work"
+
+# Two-way traffic: every reply's trailer acknowledges the request before it
+# (docs/protocol.md), so a ping-pong recycles its slots without a single
+# bitmap read, on both sides
+work=$(mktemp -d)
+PERFTEST_PAIR_KEEP="$work" hipower-run perftest-pair -q hipower am_lat 8 20000 \
+    -D short > "$work/final" 2> "$work/stderr" || {
+    cat "$work/stderr"; fail "am_lat 8 B with counters failed"; }
+grep -h '^hipower-stats' "$work"/*.out "$work/stderr" 2>/dev/null | sort -u > "$work/stats"
+cat "$work/stats"
+[ "$(grep -c ' tx_msgs=' "$work/stats")" = 2 ] || fail "want the counters of both sides"
+counter() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<< "$2"; }
+while read -r line; do
+    tx=$(counter tx_msgs "$line") acked=$(counter slots_acked "$line")
+    reads=$(counter bitmap_reads "$line")
+    echo "ping-pong side: $tx messages sent, $acked slots acknowledged back, $reads bitmap reads"
+    [ "$tx" -ge 20000 ] || fail "only $tx messages sent"
+    # All but the last ring's worth (the peer's last reply carries the rest)
+    [ "$acked" -ge $((tx - 64)) ] || fail "only $acked of $tx slots came back by acknowledgement"
+    [ "$reads" = 0 ] || fail "$reads bitmap reads in a ping-pong (want 0)"
+done < "$work/stats"
 rm -rf "$work"
 echo "ok"

@@ -139,6 +139,7 @@ static char          g_where[256] = "startup";
 
 /* Requests in flight, so that a peer failure can cancel and free them */
 static void         *g_tracked[MAX_TRACKED];
+static char          g_tracked_where[MAX_TRACKED][256]; /* what each one is */
 static int           g_num_tracked;
 
 /* RMA resources, released on every exit path */
@@ -493,7 +494,18 @@ static void track(void *req)
     if (g_num_tracked == MAX_TRACKED) {
         die("more than %d requests in flight", MAX_TRACKED);
     }
+    snprintf(g_tracked_where[g_num_tracked], sizeof(g_tracked_where[0]),
+             "%s", g_where);
     g_tracked[g_num_tracked++] = req;
+}
+
+/* Moves the last tracked request into place i */
+static void tracked_remove(int i)
+{
+    --g_num_tracked;
+    g_tracked[i] = g_tracked[g_num_tracked];
+    memcpy(g_tracked_where[i], g_tracked_where[g_num_tracked],
+           sizeof(g_tracked_where[0]));
 }
 
 static void untrack(void *req)
@@ -502,7 +514,7 @@ static void untrack(void *req)
 
     for (i = 0; i < g_num_tracked; ++i) {
         if (g_tracked[i] == req) {
-            g_tracked[i] = g_tracked[--g_num_tracked];
+            tracked_remove(i);
             return;
         }
     }
@@ -555,7 +567,7 @@ static void peer_failure_exit(void)
         for (i = 0; i < g_num_tracked;) {
             if (ucp_request_check_status(g_tracked[i]) != UCS_INPROGRESS) {
                 ucp_request_free(g_tracked[i]);
-                g_tracked[i] = g_tracked[--g_num_tracked];
+                tracked_remove(i);
             } else {
                 ++i;
             }
@@ -565,6 +577,16 @@ static void peer_failure_exit(void)
         }
         if (now() > deadline) {
             left = g_num_tracked + (close_req != NULL);
+            if (close_req != NULL) {
+                printf("%s: still in flight: the force close of the "
+                       "endpoint\n", g_role);
+            }
+            for (i = 0; i < g_num_tracked; ++i) {
+                printf("%s: still in flight: request of '%s'\n", g_role,
+                       g_tracked_where[i]);
+            }
+            ucp_worker_print_info(g_worker, stdout);
+            fflush(stdout);
             die("after peer failure: %d request(s) still in flight 30 s after "
                 "closing the endpoint by force", left);
         }

@@ -32,8 +32,19 @@ START_TEST(test_trailer_encoding)
 {
     hipower_slot_trailer_t t;
 
-    ck_assert_uint_eq(HIPOWER_SLOT_TRAILER_SIZE, 8);
-    ck_assert_uint_eq(hipower_slot_max_payload(256), 248);
+    uint8_t buf[HIPOWER_SLOT_TRAILER_SIZE + 3];
+    uint64_t ack_word;
+
+    ck_assert_uint_eq(HIPOWER_SLOT_TRAILER_SIZE, 16);
+    ck_assert_uint_eq(hipower_slot_max_payload(256), 240);
+
+    /* Stored anywhere (after data of any length): ack word, then mark */
+    hipower_slot_trailer_store(buf + 3, 7, 1000, 0x12345678, 0xfedcba98);
+    memcpy(&ack_word, buf + 3, sizeof(ack_word));
+    ck_assert_uint_eq(ack_word, 0xfedcba98); /* reserved bits 0 */
+    ck_assert_uint_eq(hipower_slot_trailer_ack(buf + 3), 0xfedcba98);
+    memcpy(&t, buf + 3 + HIPOWER_SLOT_MARK_OFFSET, sizeof(t));
+    ck_assert_uint_eq(t, hipower_slot_trailer_make(7, 1000, 0x12345678));
 
     t = hipower_slot_trailer_make(7, 1000, 0x12345678);
     ck_assert_uint_eq((uint32_t)t, 1000);
@@ -131,7 +142,7 @@ START_TEST(test_layout_offsets)
                 ck_assert_ptr_null(hipower_slot_layout_check(&layout, max));
                 ck_assert_uint_eq(layout.stride %
                                   hipower_slot_base_align(align), 0);
-                ck_assert_uint_eq(layout.trailer_offset + 8, layout.stride);
+                ck_assert_uint_eq(layout.trailer_offset + 16, layout.stride);
                 /* Every length near either end, a sample in between */
                 for (length = 0; length <= max;
                      length += ((length < 32) || (length + 32 > max)) ?
@@ -157,8 +168,8 @@ START_TEST(test_layout_offsets)
     /* Without alignment the data ends right at the trailer: one write */
     hipower_slot_layout(8192, 1, 0, &layout);
     ck_assert_uint_eq(layout.stride, 8192);
-    ck_assert_uint_eq(layout.trailer_offset, 8184);
-    for (length = 0; length <= 8184; ++length) {
+    ck_assert_uint_eq(layout.trailer_offset, 8176);
+    for (length = 0; length <= 8176; ++length) {
         ck_assert_uint_eq(hipower_slot_pad(&layout, length), 0);
     }
 }
@@ -169,12 +180,12 @@ START_TEST(test_layout_check)
     hipower_slot_layout_t good, bad;
 
     hipower_slot_layout(8192, 1, 0, &good);
-    ck_assert_ptr_null(hipower_slot_layout_check(&good, 8184));
+    ck_assert_ptr_null(hipower_slot_layout_check(&good, 8176));
     /* A sender with larger messages than the slots hold */
-    ck_assert_ptr_nonnull(hipower_slot_layout_check(&good, 8185));
+    ck_assert_ptr_nonnull(hipower_slot_layout_check(&good, 8177));
 
     hipower_slot_layout(8192, 64, 8, &good);
-    ck_assert_ptr_null(hipower_slot_layout_check(&good, 8184));
+    ck_assert_ptr_null(hipower_slot_layout_check(&good, 8176));
 
     bad = good; bad.align = 0;
     ck_assert_ptr_nonnull(hipower_slot_layout_check(&bad, 100));
@@ -189,8 +200,8 @@ START_TEST(test_layout_check)
     bad = good; bad.trailer_offset = UINT32_MAX - 7; bad.stride = 8;
     ck_assert_ptr_nonnull(hipower_slot_layout_check(&bad, 100));
     /* Room for the data, but not for the pad that aligns it */
-    bad = good; bad.trailer_offset = 8184 + 8; bad.stride = 8200;
-    ck_assert_ptr_nonnull(hipower_slot_layout_check(&bad, 8184));
+    bad = good; bad.trailer_offset = 8176 + 16; bad.stride = 8208;
+    ck_assert_ptr_nonnull(hipower_slot_layout_check(&bad, 8176));
 }
 END_TEST
 
@@ -211,6 +222,7 @@ typedef struct {
     uint32_t              tx_seq;
     uint64_t              delivered;
     uint64_t              polls;
+    uint32_t              last_ack;  /* Of the message seen last */
 } landing_t;
 
 static uint32_t frame_checksum(const uint8_t *p, uint32_t length)
@@ -252,10 +264,13 @@ static int landing_poll(landing_t *m, unsigned *am_id, uint32_t *length,
     const char *reason;
 
     ++m->polls;
-    memcpy(&trailer, base + m->layout.trailer_offset, sizeof(trailer));
+    memcpy(&trailer, base + m->layout.trailer_offset +
+           HIPOWER_SLOT_MARK_OFFSET, sizeof(trailer));
     if (!hipower_slot_trailer_is(trailer, seq)) {
         return 0;
     }
+
+    m->last_ack = hipower_slot_trailer_ack(base + m->layout.trailer_offset);
 
     ck_assert_int_eq(hipower_slot_trailer_parse(trailer, m->max_payload, seq,
                                                 TEST_NUM_AM_IDS, am_id, length,
@@ -272,21 +287,20 @@ static int landing_poll(landing_t *m, unsigned *am_id, uint32_t *length,
 /* What the receiver got must be the message, all of it final in memory */
 static void landing_check(landing_t *m, uint32_t seq, const uint8_t *frame,
                           uint32_t length, unsigned am_id, uint32_t sum,
-                          hipower_slot_trailer_t trailer, unsigned got_id,
-                          uint32_t got_len, const uint8_t *got,
-                          uint32_t written)
+                          uint32_t ack, unsigned got_id, uint32_t got_len,
+                          const uint8_t *got, uint32_t written)
 {
     const uint8_t *dst = m->mem + (size_t)hipower_ring_slot(m->num_slots, seq) *
                          m->layout.stride;
 
     ck_assert_msg((got_id == am_id) && (got_len == length) &&
                   (frame_checksum(got, got_len) == sum) &&
-                  !memcmp(got, frame, length) &&
-                  !memcmp(dst + m->layout.trailer_offset, &trailer,
-                          sizeof(trailer)),
+                  !memcmp(got, frame, length) && (m->last_ack == ack) &&
+                  !memcmp(dst + m->layout.trailer_offset, frame + length,
+                          HIPOWER_SLOT_TRAILER_SIZE),
                   "message %u (%u bytes) seen with %u bytes placed, not as "
-                  "sent (id %u length %u)", seq, length, written, got_id,
-                  got_len);
+                  "sent (id %u length %u ack %u, sent %u)", seq, length,
+                  written, got_id, got_len, m->last_ack, ack);
 }
 
 /*
@@ -309,8 +323,8 @@ static void landing_send(landing_t *m, uint32_t length, unsigned am_id)
     uint32_t pad   = hipower_slot_pad(&m->layout, length);
     uint8_t *dst   = m->mem + (size_t)slot * m->layout.stride;
     static uint8_t frame[70000];
+    uint32_t ack   = (uint32_t)random() * 2654435761u;
     uint32_t frame_len, written = 0, step, sum, i;
-    hipower_slot_trailer_t trailer;
     const uint8_t *got;
     uint32_t got_len;
     unsigned got_id;
@@ -321,10 +335,9 @@ static void landing_send(landing_t *m, uint32_t length, unsigned am_id)
         frame[i] = (uint8_t)(random() >> 7);
     }
     sum     = frame_checksum(frame, length);
-    trailer = hipower_slot_trailer_make(am_id, length, seq);
     /* One write of data and trailer; with a pad, the trailer on its own */
-    memcpy(frame + length, &trailer, sizeof(trailer));
-    frame_len = length + ((pad == 0) ? sizeof(trailer) : 0);
+    hipower_slot_trailer_store(frame + length, am_id, length, seq, ack);
+    frame_len = length + ((pad == 0) ? HIPOWER_SLOT_TRAILER_SIZE : 0);
 
     while (written < frame_len) {
         step = frame_len - written;
@@ -336,21 +349,22 @@ static void landing_send(landing_t *m, uint32_t length, unsigned am_id)
         memcpy(dst + data + written, frame + written, step);
         written += step;
         if (!seen && landing_poll(m, &got_id, &got_len, &got)) {
-            landing_check(m, seq, frame, length, am_id, sum, trailer,
-                          got_id, got_len, got, written);
+            landing_check(m, seq, frame, length, am_id, sum, ack, got_id,
+                          got_len, got, written);
             seen = 1;
         }
     }
 
     if (pad != 0) {
-        memcpy(dst + m->layout.trailer_offset, &trailer, sizeof(trailer));
+        memcpy(dst + m->layout.trailer_offset, frame + length,
+               HIPOWER_SLOT_TRAILER_SIZE);
     }
 
     if (!seen) {
         ck_assert_msg(landing_poll(m, &got_id, &got_len, &got),
                       "message %u (%u bytes) not seen when complete", seq,
                       length);
-        landing_check(m, seq, frame, length, am_id, sum, trailer, got_id,
+        landing_check(m, seq, frame, length, am_id, sum, ack, got_id,
                       got_len, got, frame_len);
     }
     /* Nothing more: the next slot holds an older lap or nothing */
@@ -440,7 +454,8 @@ START_TEST(test_arrival_model_can_fail)
 
     landing_init(&m, 1024, 1, 0, 2);
     trailer = hipower_slot_trailer_make(1, 100, 0);
-    memcpy(m.mem + m.layout.trailer_offset, &trailer, sizeof(trailer));
+    memcpy(m.mem + m.layout.trailer_offset + HIPOWER_SLOT_MARK_OFFSET,
+           &trailer, sizeof(trailer));
     /* A device that placed the trailer before the data: the receiver
      * takes the message now, with data that has not landed. Self mode
      * relies on in-order placement for that reason (docs/protocol.md) */

@@ -346,33 +346,33 @@ START_TEST(test_tx_recycle_contiguous_only)
     hipower_tx_ring_t ring;
 
     hipower_tx_ring_init(&ring, 4, written);
-    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed), 0);
+    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 0);
     hipower_tx_ring_take(&ring);
     hipower_tx_ring_take(&ring);
     hipower_tx_ring_take(&ring);
     hipower_tx_ring_take(&ring);
-    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed), 0);
+    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 0);
 
     /* Slot 2 released first: still behind slot 0, which is held */
     hipower_bitmap_toggle(consumed, 2);
-    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed), 0);
+    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 0);
     ck_assert_uint_eq(hipower_tx_ring_free(&ring), 0);
 
     hipower_bitmap_toggle(consumed, 0);
-    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed), 1);
+    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 1);
     hipower_bitmap_toggle(consumed, 1);
-    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed), 2);
+    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 2);
     ck_assert_uint_eq(hipower_tx_ring_free(&ring), 3);
-    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed), 0);
+    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 0);
 
     /* Message 4 reuses slot 0; the old consumed bit must not free it */
     ck_assert_uint_eq(hipower_tx_ring_take(&ring), 4);
     hipower_bitmap_toggle(consumed, 3);
-    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed), 1);
+    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 1);
     ck_assert_uint_eq(ring.tail, 4);
     ck_assert_uint_eq(hipower_tx_ring_free(&ring), 3);
     hipower_bitmap_toggle(consumed, 0);
-    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed), 1);
+    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 1);
     ck_assert_uint_eq(hipower_tx_ring_free(&ring), 4);
 }
 END_TEST
@@ -388,7 +388,7 @@ START_TEST(test_tx_recycle_wraps_ring)
     hipower_tx_ring_take(&ring);
     hipower_bitmap_toggle(consumed, 0);
     hipower_bitmap_toggle(consumed, 1);
-    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed), 2);
+    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 2);
 
     /* Messages 3 and 4 in slots 0 and 1; one recycle covers 2, 0, 1 */
     ck_assert_uint_eq(hipower_tx_ring_take(&ring), 3);
@@ -397,7 +397,7 @@ START_TEST(test_tx_recycle_wraps_ring)
     hipower_bitmap_toggle(consumed, 2);
     hipower_bitmap_toggle(consumed, 0);
     hipower_bitmap_toggle(consumed, 1);
-    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed), 3);
+    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 3);
     ck_assert_uint_eq(hipower_tx_ring_free(&ring), 3);
 }
 END_TEST
@@ -444,9 +444,9 @@ START_TEST(test_tx_seq_period)
         }
 
         /* Release the oldest message only: one slot at a time crosses */
-        ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed), 0);
+        ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 0);
         hipower_bitmap_toggle(consumed, (prev_slot + 1) % num_slots);
-        ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed), 1);
+        ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 1);
         ck_assert_uint_eq(hipower_tx_ring_free(&ring), 1);
     }
 
@@ -492,11 +492,11 @@ START_TEST(test_tx_take_undo)
 
         hipower_tx_ring_untake(&ring);
         ck_assert_uint_eq(hipower_tx_ring_free(&ring), num_slots);
-        ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed), 0);
+        ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 0);
 
         ck_assert_uint_eq(hipower_tx_ring_take(&ring), expected);
         hipower_bitmap_toggle(consumed, slot);
-        ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed), 1);
+        ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 1);
         ck_assert_uint_eq(hipower_tx_ring_free(&ring), num_slots);
         expected = test_next_seq(num_slots, expected);
     }
@@ -519,7 +519,7 @@ START_TEST(test_tx_no_slots)
     hipower_tx_ring_init(&ring, 0, NULL);
     ck_assert_uint_eq(hipower_tx_ring_free(&ring), 0);
     ck_assert(hipower_tx_ring_wants_recycle(&ring, 1));
-    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed), 0);
+    ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 0);
 }
 END_TEST
 
@@ -690,6 +690,9 @@ END_TEST
 /* Sender and receiver together                                             */
 /* ------------------------------------------------------------------------ */
 
+/* Acknowledgements in flight at once (frames of the reverse direction) */
+#define SIM_MAX_ACKS 8
+
 typedef enum {
     SIM_SLOT_FREE,    /* Released by the receiver */
     SIM_SLOT_WRITTEN, /* Holds a message not delivered yet */
@@ -704,7 +707,13 @@ typedef struct {
     hipower_bitmap_word_t *consumed; /* Receiver's */
     hipower_bitmap_word_t *view;     /* Receiver's copy of written */
     hipower_bitmap_word_t *snapshot; /* Sender's copy of consumed */
-    int                   snapshot_pending;
+    int                   snapshot_pending; /* A READ is posted ... */
+    int                   snapshot_taken;   /* ... and has copied */
+    uint32_t              taken_at_read;    /* When it was posted */
+    uint32_t              acks[SIM_MAX_ACKS]; /* Acknowledgements on the way
+                                                 back, oldest first */
+    uint32_t              num_acks;
+    uint64_t              acked_slots;      /* Freed by them */
     uint32_t              *slot_seq; /* What the "payload" says */
     sim_slot_state_t      *slot_state;
     uint32_t              *held;     /* Slots the receiver holds */
@@ -850,26 +859,67 @@ static void sim_release(sim_t *sim, uint32_t index)
     sim->slot_state[slot] = SIM_SLOT_FREE;
 }
 
-/* The sender's RDMA_READ of the consumed bitmap: the copy is taken now and
- * applied later, and it is stale by then */
-static void sim_read_consumed(sim_t *sim)
+/* The sender posts an RDMA_READ of the consumed bitmap ... */
+static void sim_post_read(sim_t *sim)
+{
+    sim->taken_at_read    = hipower_tx_ring_taken(&sim->tx);
+    sim->snapshot_pending = 1;
+    sim->snapshot_taken   = 0;
+}
+
+/* ... which copies the bitmap some time later, and is stale when applied */
+static void sim_read_copies(sim_t *sim)
 {
     memcpy(sim->snapshot, sim->consumed,
            HIPOWER_BITMAP_WORDS(sim->num_slots) *
            sizeof(hipower_bitmap_word_t));
-    sim->snapshot_pending = 1;
+    sim->snapshot_taken = 1;
+}
+
+/* Posted and copied at once (the tests that place each step themselves) */
+static void sim_read_consumed(sim_t *sim)
+{
+    sim_post_read(sim);
+    sim_read_copies(sim);
 }
 
 static void sim_recycle(sim_t *sim)
 {
     uint32_t free_before = hipower_tx_ring_free(&sim->tx);
-    uint32_t recycled    = hipower_tx_ring_recycle(&sim->tx, sim->snapshot);
+    uint32_t recycled    = hipower_tx_ring_recycle(&sim->tx, sim->snapshot,
+                                                   sim->taken_at_read);
 
     EXPECT((recycled <= sim->num_slots - free_before) &&
            (hipower_tx_ring_free(&sim->tx) == free_before + recycled),
            "n=%u step %u: recycled %u with %u free", sim->num_slots,
            sim->step, recycled, free_before);
     sim->snapshot_pending = 0;
+}
+
+/* The receiver sends a message back: its trailer carries the ack */
+static void sim_ack_send(sim_t *sim)
+{
+    if (sim->num_acks < SIM_MAX_ACKS) {
+        sim->acks[sim->num_acks++] = hipower_rx_ring_acked(&sim->rx);
+    }
+}
+
+/* The sender receives the oldest of those messages */
+static void sim_ack_arrive(sim_t *sim)
+{
+    uint32_t free_before = hipower_tx_ring_free(&sim->tx);
+    uint32_t freed;
+
+    if (sim->num_acks == 0) {
+        return;
+    }
+
+    freed = hipower_tx_ring_ack(&sim->tx, sim->acks[0]);
+    EXPECT(hipower_tx_ring_free(&sim->tx) == free_before + freed,
+           "n=%u step %u: ack %u freed %u with %u free", sim->num_slots,
+           sim->step, sim->acks[0], freed, free_before);
+    sim->acked_slots += freed;
+    memmove(sim->acks, sim->acks + 1, --sim->num_acks * sizeof(uint32_t));
 }
 
 static void sim_run(uint32_t num_slots, uint32_t start_seq, unsigned steps,
@@ -896,12 +946,20 @@ static void sim_run(uint32_t num_slots, uint32_t start_seq, unsigned steps,
             if (sim.num_held > 0) {
                 sim_release(&sim, test_rand_below(&sim.rng, sim.num_held));
             }
-        } else if (action < 93) {
+        } else if (action < 88) {
             if (!sim.snapshot_pending) {
-                sim_read_consumed(&sim);
+                sim_post_read(&sim);
+            } else if (!sim.snapshot_taken) {
+                sim_read_copies(&sim);
             }
-        } else if (sim.snapshot_pending) {
-            sim_recycle(&sim);
+        } else if (action < 91) {
+            if (sim.snapshot_taken) {
+                sim_recycle(&sim);
+            }
+        } else if (action < 96) {
+            sim_ack_send(&sim);
+        } else {
+            sim_ack_arrive(&sim);
         }
 
         in_flight = sim.sent - sim.delivered;
@@ -913,8 +971,12 @@ static void sim_run(uint32_t num_slots, uint32_t start_seq, unsigned steps,
     }
 
     /* Random interleavings must not starve either side: with one slot, a
-     * message needs six actions in turn, so about 2% of the steps send */
-    ck_assert_uint_ge(sim.sent, steps / 100);
+     * message needs five or six actions in turn, some rare (recycle 3%,
+     * an acknowledgement's arrival 4%), so about 1% of the steps send */
+    ck_assert_uint_ge(sim.sent, steps / 200);
+    /* Both ways of recycling were exercised */
+    ck_assert_uint_gt(sim.acked_slots, 0);
+    ck_assert_uint_lt(sim.acked_slots, sim.sent);
 
     /* Drain: every message sent arrives exactly once, then nothing more */
     while (sim.num_held > 0) {
@@ -928,9 +990,16 @@ static void sim_run(uint32_t num_slots, uint32_t start_seq, unsigned steps,
         sim_release(&sim, 0);
     }
 
-    /* ... and the sender gets the whole ring back */
-    sim_read_consumed(&sim);
-    sim_recycle(&sim);
+    /* ... and the sender gets the whole ring back, from a fresh READ or
+     * from an acknowledgement sent now */
+    if (seed & 1) {
+        sim.num_acks = 0;
+        sim_ack_send(&sim);
+        sim_ack_arrive(&sim);
+    } else {
+        sim_read_consumed(&sim);
+        sim_recycle(&sim);
+    }
     ck_assert_uint_eq(hipower_tx_ring_free(&sim.tx), num_slots);
     ck_assert_uint_eq(sim.next_send, sim.next_recv);
     ck_assert_uint_eq(sim.rx.head, sim.next_recv);
@@ -959,6 +1028,108 @@ START_TEST(test_ring_simulation_seq_period)
 }
 END_TEST
 
+/* Acknowledgements free what they cover and nothing more: not an old one,
+ * not a bogus one, across the 2^32 wrap of the counts */
+START_TEST(test_tx_ack)
+{
+    hipower_bitmap_word_t written[1] = {0};
+    hipower_tx_ring_t ring;
+    unsigned i;
+
+    hipower_tx_ring_init(&ring, 8, written);
+    ring.recycled = UINT32_MAX - 2; /* The counts wrap during the test */
+    for (i = 0; i < 6; ++i) {
+        hipower_tx_ring_take(&ring);
+    }
+    ck_assert_uint_eq(hipower_tx_ring_free(&ring), 2);
+
+    ck_assert_uint_eq(hipower_tx_ring_ack(&ring, UINT32_MAX - 2), 0); /* no news */
+    ck_assert_uint_eq(hipower_tx_ring_ack(&ring, UINT32_MAX - 3), 0); /* old */
+    ck_assert_uint_eq(hipower_tx_ring_ack(&ring, 4), 0);   /* 7 > 6 taken */
+    ck_assert_uint_eq(hipower_tx_ring_free(&ring), 2);
+    ck_assert_uint_eq(hipower_tx_ring_ack(&ring, UINT32_MAX), 2);
+    ck_assert_uint_eq(hipower_tx_ring_free(&ring), 4);
+    ck_assert_uint_eq(hipower_tx_ring_ack(&ring, UINT32_MAX - 1), 0); /* old */
+    ck_assert_uint_eq(hipower_tx_ring_ack(&ring, 3), 4);   /* all, wrapped */
+    ck_assert_uint_eq(hipower_tx_ring_free(&ring), 8);
+    ck_assert_uint_eq(ring.recycled, 3);
+    ck_assert_uint_eq(hipower_tx_ring_ack(&ring, 4), 0);   /* none out */
+    ck_assert_uint_eq(hipower_tx_ring_taken(&ring), 3);
+}
+END_TEST
+
+/* The receiver acknowledges what it released in ring order: held messages
+ * hold the count back, however the others were released */
+START_TEST(test_rx_acked)
+{
+    hipower_bitmap_word_t consumed[1] = {0};
+    hipower_rx_ring_t ring;
+    uint32_t slots[4];
+    unsigned i;
+
+    hipower_rx_ring_init(&ring, 4, consumed);
+    ck_assert_uint_eq(hipower_rx_ring_acked(&ring), 0);
+    for (i = 0; i < 3; ++i) {
+        slots[i] = hipower_rx_ring_advance(&ring);
+    }
+    hipower_rx_ring_release(&ring, slots[1]);
+    hipower_rx_ring_release(&ring, slots[2]);
+    ck_assert_uint_eq(hipower_rx_ring_acked(&ring), 0); /* slot 0 held */
+    hipower_rx_ring_release(&ring, slots[0]);
+    ck_assert_uint_eq(hipower_rx_ring_acked(&ring), 3);
+    slots[3] = hipower_rx_ring_advance(&ring);
+    ck_assert_uint_eq(hipower_rx_ring_acked(&ring), 3); /* in the handler */
+    hipower_rx_ring_release(&ring, slots[3]);
+    ck_assert_uint_eq(hipower_rx_ring_acked(&ring), 4);
+}
+END_TEST
+
+/*
+ * The hazard of mixing both ways: a READ copies the consumed bitmap, then
+ * the receiver releases and acknowledges, the sender reuses the slot, and
+ * the old copy arrives. It shows the parity of two laps back, the same as
+ * the new lap's written bit, so without the READ's bound it would free the
+ * slot of a message the receiver has not read.
+ */
+START_TEST(test_ring_stale_read_after_ack)
+{
+    uint32_t num_slots = ring_sizes[_i];
+    sim_t sim;
+
+    sim_init(&sim, num_slots, 0, 2);
+    /* A full lap, received and released */
+    sim_send(&sim, num_slots);
+    sim_push(&sim);
+    ck_assert_uint_eq(sim_receive(&sim, num_slots, num_slots), num_slots);
+    while (sim.num_held > 0) {
+        sim_release(&sim, 0);
+    }
+    sim_read_consumed(&sim);     /* Copies lap 0's consumed bits */
+    sim_recycle(&sim);
+    ck_assert_uint_eq(hipower_tx_ring_free(&sim.tx), num_slots);
+
+    /* Lap 1; a READ is posted and copies before the receiver is done */
+    sim_send(&sim, num_slots);
+    sim_read_consumed(&sim);
+    sim_push(&sim);
+    ck_assert_uint_eq(sim_receive(&sim, num_slots, num_slots), num_slots);
+    while (sim.num_held > 0) {
+        sim_release(&sim, 0);
+    }
+    sim_ack_send(&sim);
+    sim_ack_arrive(&sim);       /* Frees lap 1 */
+    ck_assert_uint_eq(hipower_tx_ring_free(&sim.tx), num_slots);
+
+    /* Lap 2 fills the ring, unread; the old copy says lap 0 was consumed */
+    sim_send(&sim, num_slots);
+    ck_assert_uint_eq(hipower_tx_ring_free(&sim.tx), 0);
+    sim_recycle(&sim);
+    ck_assert_uint_eq(hipower_tx_ring_free(&sim.tx), 0);
+
+    sim_cleanup(&sim);
+}
+END_TEST
+
 /* A descriptor held for a whole lap blocks the sender at that slot, and the
  * receiver does not take the old message there for the next one */
 START_TEST(test_ring_stale_lap)
@@ -983,7 +1154,7 @@ START_TEST(test_ring_stale_lap)
     ck_assert_uint_eq(sim.held[0], 0);
 
     sim_read_consumed(&sim);
-    ck_assert_uint_eq(hipower_tx_ring_recycle(&sim.tx, sim.snapshot), 0);
+    ck_assert_uint_eq(hipower_tx_ring_recycle(&sim.tx, sim.snapshot, sim.taken_at_read), 0);
     ck_assert_uint_eq(hipower_tx_ring_free(&sim.tx), 0);
     ck_assert(hipower_tx_ring_wants_recycle(&sim.tx, 1));
 
@@ -997,7 +1168,7 @@ START_TEST(test_ring_stale_lap)
     /* Once released, the sender gets the whole ring and slot 0 first */
     sim_release(&sim, 0);
     sim_read_consumed(&sim);
-    ck_assert_uint_eq(hipower_tx_ring_recycle(&sim.tx, sim.snapshot),
+    ck_assert_uint_eq(hipower_tx_ring_recycle(&sim.tx, sim.snapshot, sim.taken_at_read),
                       num_slots);
     sim_send(&sim, 1);
     ck_assert_uint_eq(sim.slot_seq[0], num_slots);
@@ -1315,6 +1486,8 @@ Suite *hipower_protocol_suite(void)
     tcase_add_loop_test(tcase, test_tx_seq_period, 0, NUM_RING_SIZES);
     tcase_add_loop_test(tcase, test_tx_take_undo, 0, NUM_RING_SIZES);
     tcase_add_test(tcase, test_tx_no_slots);
+    tcase_add_test(tcase, test_tx_ack);
+    tcase_add_test(tcase, test_rx_acked);
     suite_add_tcase(suite, tcase);
 
     tcase = tcase_create("rx_ring");
@@ -1333,6 +1506,8 @@ Suite *hipower_protocol_suite(void)
     tcase_add_loop_test(tcase, test_ring_simulation_seq_period, 0,
                         NUM_RING_SIZES);
     tcase_add_loop_test(tcase, test_ring_stale_lap, 0, NUM_RING_SIZES);
+    tcase_add_loop_test(tcase, test_ring_stale_read_after_ack, 0,
+                        NUM_RING_SIZES);
     suite_add_tcase(suite, tcase);
 
 

@@ -48,7 +48,7 @@ typedef struct uct_hipower_qp_gc {
 
 static void uct_hipower_ep_check_peer_state(uct_hipower_ep_t *ep);
 
-static void uct_hipower_ep_add_pending_list(uct_hipower_ep_t *ep)
+void uct_hipower_ep_add_pending_list(uct_hipower_ep_t *ep)
 {
     if (!(ep->flags & UCT_HIPOWER_EP_FLAG_PENDING_LISTED)) {
         ucs_list_add_tail(&uct_hipower_ep_iface(ep)->pending_eps,
@@ -156,7 +156,8 @@ static void uct_hipower_ep_retire_ops(uct_hipower_ep_t *ep, uint64_t sn)
         case UCT_HIPOWER_OP_RECYCLE_READ:
             ucs_memory_cpu_load_fence();
             recycled = hipower_tx_ring_recycle(&ep->tx.ring,
-                                               ep->ctrl->peer_consumed);
+                                               ep->ctrl->peer_consumed,
+                                               op->u.taken_at_read);
             iface->stats.slots_recycled += recycled;
             ep->flags &= ~UCT_HIPOWER_EP_FLAG_RECYCLE_READ;
             /* Still blocked: keep looking until the receiver frees slots */
@@ -349,6 +350,7 @@ static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
         return 0;
     }
 
+    op->u.taken_at_read    = hipower_tx_ring_taken(&ep->tx.ring);
     sge.addr               = (uintptr_t)local;
     sge.length             = HIPOWER_BITMAP_WORDS(num_slots) *
                              sizeof(hipower_bitmap_word_t);

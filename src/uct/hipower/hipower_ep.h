@@ -480,6 +480,9 @@ unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep);
 /* Dispatches pending requests while resources last; 1 if the queue emptied */
 int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep);
 
+/* Lists the endpoint for dispatch in the interface's next progress */
+void uct_hipower_ep_add_pending_list(uct_hipower_ep_t *ep);
+
 /* Push mode: writes the bitmap word of messages not yet announced */
 ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep);
 

@@ -183,7 +183,6 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     struct ibv_sge trailer_sge, bitmap_sge, *sge;
     uint32_t seq, slot, word, data_offset, unannounced = 0;
     uint64_t slot_addr, sleep_gen                      = 0;
-    hipower_slot_trailer_t trailer;
     ucs_status_t status;
     unsigned nwr;
     int push;
@@ -202,10 +201,11 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     slot_addr   = ep->peer.slots_addr +
                   (uint64_t)slot * ep->peer.layout.stride;
     data_offset = hipower_slot_data_offset(&ep->peer.layout, length);
-    /* Right after the data, which may end anywhere: a store that does not
-     * assume alignment (one instruction on x86) */
-    trailer     = hipower_slot_trailer_make(am_id, length, seq);
-    memcpy(trailer_p, &trailer, sizeof(trailer));
+    /* Right after the data; it acknowledges what we released of the
+     * peer's messages, so that under two-way traffic the peer recycles
+     * without reading our bitmap */
+    hipower_slot_trailer_store(trailer_p, am_id, length, seq,
+                               hipower_rx_ring_acked(&ep->rx.ring));
     ep->tx.msgs++;
 
     data_wr->opcode              = IBV_WR_RDMA_WRITE;
@@ -230,6 +230,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
          * not written (nothing of ours lands there) */
         uct_hipower_ep_word_wr(ep, &trailer_wr, &trailer_sge, trailer_p,
                                slot_addr + ep->peer.layout.trailer_offset);
+        trailer_sge.length      = HIPOWER_SLOT_TRAILER_SIZE;
         trailer_wr.wr.rdma.rkey = ep->peer.slots_rkey;
         trailer_wr.next         = NULL;
         data_wr->next           = &trailer_wr;

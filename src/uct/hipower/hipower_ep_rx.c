@@ -117,7 +117,7 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
     hipower_slot_trailer_t trailer;
     const char *reason;
     ucs_status_t status;
-    uint32_t slot, seq, length;
+    uint32_t slot, seq, length, acked;
     char *slot_base;
     void *data;
 
@@ -140,7 +140,8 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
         slot_base = UCS_PTR_BYTE_OFFSET(ep->rx.slots,
                                         (size_t)slot * layout->stride);
         trailer   = *(volatile hipower_slot_trailer_t*)
-                    (slot_base + layout->trailer_offset);
+                    (slot_base + layout->trailer_offset +
+                     HIPOWER_SLOT_MARK_OFFSET);
         if (self) {
             if (!hipower_slot_trailer_is(trailer, seq)) {
                 break;
@@ -185,6 +186,19 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
             continue;
         }
 
+        /* Slots of ours the peer has released: read after the mark (the
+         * fence above), bounded by what we have outstanding */
+        acked = hipower_tx_ring_ack(&ep->tx.ring,
+                                    hipower_slot_trailer_ack(
+                                            slot_base +
+                                            layout->trailer_offset));
+        if (acked > 0) {
+            iface->stats.slots_acked += acked;
+            if (ucs_unlikely(!ucs_queue_is_empty(&ep->pending_q))) {
+                uct_hipower_ep_add_pending_list(ep);
+            }
+        }
+
         /* Where the sender put the data, by the receiver's own layout: a
          * length its own limit allows lands inside the slot */
         data = slot_base + hipower_slot_data_offset(layout, length);
@@ -222,6 +236,7 @@ int uct_hipower_ep_rx_ready(uct_hipower_ep_t *ep)
                                    UCS_PTR_BYTE_OFFSET(ep->rx.slots,
                                                        (size_t)slot *
                                                        layout->stride +
-                                                       layout->trailer_offset),
+                                                       layout->trailer_offset +
+                                                       HIPOWER_SLOT_MARK_OFFSET),
                                    ring->head);
 }

@@ -42,7 +42,7 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
 
     {"SLOT_SIZE", "8k",
      "Size of one receive slot: the largest active message a peer can write\n"
-     "into it is this minus its 8-byte trailer. Must be a multiple of 64,\n"
+     "into it is this minus its 16-byte trailer. Must be a multiple of 64,\n"
      "between 256 bytes and 1 MiB, and the same on both peers.",
      ucs_offsetof(uct_hipower_iface_config_t, slot_size),
      UCS_CONFIG_TYPE_MEMUNITS},
@@ -101,8 +101,8 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      UCS_CONFIG_TYPE_UINT},
 
     {"TX_MAX_INLINE", "128",
-     "Largest write (8-byte slot trailer included) copied into the work\n"
-     "request instead of read by the device; bounds am_short. At least 16.",
+     "Largest write (16-byte slot trailer included) copied into the work\n"
+     "request instead of read by the device; bounds am_short. At least 32.",
      ucs_offsetof(uct_hipower_iface_config_t, max_inline),
      UCS_CONFIG_TYPE_MEMUNITS},
 
@@ -232,7 +232,7 @@ uct_hipower_iface_check_config(uct_hipower_iface_t *self,
                                      config->signal_interval, 1,
                                      config->tx_queue_len / 2) ||
         !uct_hipower_config_in_range(self, "TX_MAX_INLINE", config->max_inline,
-                                     16, UCT_HIPOWER_MAX_INLINE) ||
+                                     32, UCT_HIPOWER_MAX_INLINE) ||
         !uct_hipower_config_in_range(self, "ANNOUNCE_BATCH",
                                      config->announce_batch, 1, 64) ||
         !uct_hipower_config_in_range(self, "MAX_EPS", config->max_eps, 1,

@@ -222,6 +222,8 @@ typedef struct uct_hipower_tx_op {
         } get_bcopy;                       /* Unpacks the buffer */
         void                     *result;  /* Fetching atomic's result */
         uint64_t                 arm_gen;  /* Wakeup handshake's generation */
+        uint32_t                 taken_at_read; /* Recycle READ's bound
+                                                   (hipower_tx_ring_recycle) */
     } u;
 } uct_hipower_tx_op_t;
 

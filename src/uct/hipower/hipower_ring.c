@@ -69,15 +69,26 @@ void hipower_tx_ring_init(hipower_tx_ring_t *ring, uint32_t num_slots,
     ring->num_slots = num_slots;
     ring->head      = 0;
     ring->tail      = 0;
+    ring->recycled  = 0;
     ring->written   = written;
 }
 
 uint32_t hipower_tx_ring_recycle(hipower_tx_ring_t *ring,
-                                 const hipower_bitmap_word_t *peer_consumed)
+                                 const hipower_bitmap_word_t *peer_consumed,
+                                 uint32_t taken_at_read)
 {
     uint32_t outstanding = ring->head - ring->tail;
+    int32_t readable     = (int32_t)(taken_at_read - ring->recycled);
     uint32_t recycled;
 
+    /* Only what was taken before the READ; acknowledgements since may have
+     * freed even those */
+    if (readable <= 0) {
+        return 0;
+    }
+    if ((uint32_t)readable < outstanding) {
+        outstanding = (uint32_t)readable;
+    }
     if (outstanding == 0) {
         return 0;
     }
@@ -88,7 +99,8 @@ uint32_t hipower_tx_ring_recycle(hipower_tx_ring_t *ring,
     recycled    = hipower_bitmap_equal_run(ring->written, peer_consumed,
                                            hipower_tx_ring_tail_slot(ring),
                                            ring->num_slots, outstanding);
-    ring->tail += recycled;
+    ring->tail     += recycled;
+    ring->recycled += recycled;
     return recycled;
 }
 
@@ -131,6 +143,8 @@ void hipower_rx_ring_init(hipower_rx_ring_t *ring, uint32_t num_slots,
     ring->num_slots = num_slots;
     ring->head      = 0;
     ring->held      = 0;
+    ring->taken     = 0;
+    ring->acked     = 0;
     ring->consumed  = consumed;
 }
 

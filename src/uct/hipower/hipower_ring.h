@@ -26,12 +26,28 @@
  *  - a slot is free for the sender again once written == consumed there.
  *    The sender reuses slots strictly in ring order, so it recycles the
  *    contiguous run of free slots from its oldest outstanding one (tail).
+ *
+ * Besides the bitmap, the receiver acknowledges in the trailer of every
+ * message it sends back (hipower_slot.h) how many messages it has released
+ * in ring order, a count modulo 2^32. Under two-way traffic that frees the
+ * sender's slots without any READ. Counts, not sequence numbers, because
+ * sequence numbers restart at the ring's period.
+ *
+ * The two ways of learning about free slots must not mix badly: a bitmap
+ * READ posted before an acknowledgement arrived may return a copy older
+ * than the release the acknowledgement reported; the slot may meanwhile
+ * have been reused, and the old copy then shows the parity of two laps
+ * back, the same as the new lap's, and would free it early. So a READ may
+ * only recycle slots taken before it was posted (hipower_tx_ring_taken()
+ * at that time): their previous lap was known released before the READ
+ * was posted, hence released before the peer answered it.
  */
 
 typedef struct hipower_tx_ring {
     uint32_t                num_slots; /* Peer slots this sender may use */
     uint32_t                head;      /* Sequence of the next message */
     uint32_t                tail;      /* Oldest slot not known to be free */
+    uint32_t                recycled;  /* Slots freed so far, mod 2^32 */
     hipower_bitmap_word_t   *written;  /* Local: toggled when a slot is taken */
 } hipower_tx_ring_t;
 
@@ -40,6 +56,8 @@ typedef struct hipower_rx_ring {
     uint32_t                num_slots; /* Local slots the peer writes into */
     uint32_t                head;      /* Sequence of the next message expected */
     uint32_t                held;      /* Delivered but not yet released */
+    uint32_t                taken;     /* Messages delivered, mod 2^32 */
+    uint32_t                acked;     /* Released in ring order, mod 2^32 */
     hipower_bitmap_word_t   *consumed; /* Toggled when a slot is released */
 } hipower_rx_ring_t;
 
@@ -51,6 +69,12 @@ void hipower_tx_ring_init(hipower_tx_ring_t *ring, uint32_t num_slots,
 static inline uint32_t hipower_tx_ring_free(const hipower_tx_ring_t *ring)
 {
     return ring->num_slots - (ring->head - ring->tail);
+}
+
+/* Messages taken so far, mod 2^32: the bound of a READ posted now */
+static inline uint32_t hipower_tx_ring_taken(const hipower_tx_ring_t *ring)
+{
+    return ring->recycled + (ring->head - ring->tail);
 }
 
 /* Slot index of message number @a seq */
@@ -106,11 +130,35 @@ static inline void hipower_tx_ring_untake(hipower_tx_ring_t *ring)
 }
 
 /**
- * Applies a fresh copy of the receiver's consumed bitmap: advances the tail
- * over the slots that are free again. Returns how many were recycled.
+ * Applies a copy of the receiver's consumed bitmap, read by a READ posted
+ * when hipower_tx_ring_taken() was @a taken_at_read: advances the tail over
+ * the slots that are free again, but not past the messages taken after the
+ * READ was posted (see above). Returns how many were recycled.
  */
 uint32_t hipower_tx_ring_recycle(hipower_tx_ring_t *ring,
-                                 const hipower_bitmap_word_t *peer_consumed);
+                                 const hipower_bitmap_word_t *peer_consumed,
+                                 uint32_t taken_at_read);
+
+/**
+ * Applies the receiver's acknowledgement @a ack (its hipower_rx_ring_acked(),
+ * carried by a message it sent): frees the slots it covers beyond what is
+ * known free. An old acknowledgement (a copy of the bitmap overtook it) or
+ * a bogus one (more than is outstanding) frees nothing. Returns how many
+ * slots were freed. Inline: it runs once per received message.
+ */
+static inline uint32_t hipower_tx_ring_ack(hipower_tx_ring_t *ring,
+                                           uint32_t ack)
+{
+    uint32_t delta = ack - ring->recycled;
+
+    if (delta - 1 >= ring->head - ring->tail) {
+        return 0; /* Nothing new (delta 0), old, or more than outstanding */
+    }
+
+    ring->tail     += delta;
+    ring->recycled += delta;
+    return delta;
+}
 
 /* True when free slots are below @a threshold (a count of slots) */
 static inline int hipower_tx_ring_wants_recycle(const hipower_tx_ring_t *ring,
@@ -150,6 +198,7 @@ static inline uint32_t hipower_rx_ring_advance(hipower_rx_ring_t *ring)
     }
 
     ++ring->held;
+    ++ring->taken;
     return slot;
 }
 
@@ -168,7 +217,19 @@ static inline void hipower_rx_ring_release(hipower_rx_ring_t *ring,
 
     __atomic_thread_fence(__ATOMIC_RELEASE);
     hipower_bitmap_toggle(ring->consumed, slot);
-    --ring->held;
+    if (--ring->held == 0) {
+        /* Everything delivered is released: in ring order, whatever the
+         * order of the releases was */
+        ring->acked = ring->taken;
+    }
+}
+
+/* What the receiver acknowledges in the trailers it sends: how many
+ * messages it has released in ring order (the sender may reuse their
+ * slots), mod 2^32. Lags while a handler holds a message. */
+static inline uint32_t hipower_rx_ring_acked(const hipower_rx_ring_t *ring)
+{
+    return ring->acked;
 }
 
 #endif

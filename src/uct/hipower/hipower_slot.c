@@ -72,7 +72,8 @@ const char *hipower_slot_layout_check(const hipower_slot_layout_t *layout,
         return "invalid alignment";
     }
 
-    if ((layout->trailer_offset % HIPOWER_SLOT_TRAILER_SIZE) != 0) {
+    /* Both trailer words are read with one aligned load each */
+    if ((layout->trailer_offset % sizeof(uint64_t)) != 0) {
         return "trailer not 8-byte aligned";
     }
 

@@ -12,21 +12,29 @@
 /*
  * Protocol v2 frame (docs/protocol.md): a message is written into a receive
  * slot as [data][pad][trailer], so that it ends at a fixed place, the
- * slot's last 8 bytes. The trailer says what the message is and that it has
+ * slot's last 16 bytes. The trailer says what the message is and that it has
  * arrived: one RDMA_WRITE carries data and mark, and the receiver polls one
  * aligned 64-bit word per slot. Every message to a slot rewrites that word
  * with its own sequence number, so a stale one (the slot's previous lap, or
  * the zeroes of a slot never written) never looks new; no clearing needed.
  *
- * The trailer, as one little-endian 64-bit word (read with one load):
- *   bits  0..31  length of the AM data (for am_short: 8-byte header + payload)
- *   bits 32..39  active message id
- *   bits 40..47  HIPOWER_SLOT_MAGIC: this protocol version
- *   bits 48..63  low 16 bits of the message's sequence number
+ * The trailer is two little-endian 64-bit words:
+ *   ack word (first):
+ *     bits  0..31  the sender's acknowledgement of the reverse direction:
+ *                  how many of the messages it received from this peer it
+ *                  has released, a count modulo 2^32 (hipower_ring.h); it
+ *                  lets this peer reuse those slots without reading the
+ *                  sender's consumed bitmap
+ *     bits 32..63  reserved, 0
+ *   mark word (last, read with one load):
+ *     bits  0..31  length of the AM data (for am_short: 8-byte header + payload)
+ *     bits 32..39  active message id
+ *     bits 40..47  HIPOWER_SLOT_MAGIC: this protocol version
+ *     bits 48..63  low 16 bits of the message's sequence number
  * The data ends where the trailer starts, minus the pad that aligns its start
  * as the receiver's am_alignment/am_align_offset ask (no pad without them).
  *
- * Magic and sequence, the arrival key, are the trailer's last bytes on
+ * Magic and sequence, the arrival key, are the frame's last bytes on
  * purpose. Packets of a WRITE start at MTU multiples from the data's start,
  * so the trailer may straddle two of them and a poll may find it half
  * written. With in-order placement what has landed is a prefix of the
@@ -36,12 +44,15 @@
  * sequence number) or of fresh memory (no magic) never equals it in full.
  *
  * The receiver trusts none of it: the length is bounded by its own largest
- * message, which its layout has room for, before anything is read.
+ * message, which its layout has room for, before anything is read; the
+ * acknowledgement only ever frees slots of this peer's own ring, and only
+ * as many as are outstanding (hipower_tx_ring_ack()).
  */
-typedef uint64_t hipower_slot_trailer_t;
+typedef uint64_t hipower_slot_trailer_t; /* The mark word */
 
-#define HIPOWER_SLOT_TRAILER_SIZE  sizeof(hipower_slot_trailer_t)
-#define HIPOWER_SLOT_MAGIC         0xb2ull  /* Protocol v2 */
+#define HIPOWER_SLOT_TRAILER_SIZE  16     /* Ack word and mark word */
+#define HIPOWER_SLOT_MARK_OFFSET   8      /* Of the mark word in the trailer */
+#define HIPOWER_SLOT_MAGIC         0xb3ull  /* Protocol v2, with the ack word */
 
 /* Magic and sequence: what a receiver expects before the message is there */
 #define HIPOWER_SLOT_TRAILER_KEY_MASK  0xffffff0000000000ull
@@ -52,12 +63,35 @@ static inline size_t hipower_slot_max_payload(size_t slot_size)
     return slot_size - HIPOWER_SLOT_TRAILER_SIZE;
 }
 
-/* The trailer of message @a seq (the sender side) */
+/* The mark word of message @a seq (the sender side) */
 static inline hipower_slot_trailer_t
 hipower_slot_trailer_make(uint8_t am_id, uint32_t length, uint32_t seq)
 {
     return (uint64_t)length | ((uint64_t)am_id << 32) |
            (HIPOWER_SLOT_MAGIC << 40) | ((uint64_t)(uint16_t)seq << 48);
+}
+
+/*
+ * Stores the whole trailer of message @a seq, carrying acknowledgement
+ * @a ack, at @a dst: right after the data, which may end anywhere, so the
+ * stores do not assume alignment (one instruction each on x86).
+ */
+static inline void hipower_slot_trailer_store(void *dst, uint8_t am_id,
+                                              uint32_t length, uint32_t seq,
+                                              uint32_t ack)
+{
+    uint64_t ack_word              = ack;
+    hipower_slot_trailer_t mark    = hipower_slot_trailer_make(am_id, length,
+                                                               seq);
+
+    memcpy(dst, &ack_word, sizeof(ack_word));
+    memcpy((char*)dst + HIPOWER_SLOT_MARK_OFFSET, &mark, sizeof(mark));
+}
+
+/* The acknowledgement in the ack word of an arrived message's trailer */
+static inline uint32_t hipower_slot_trailer_ack(const void *trailer)
+{
+    return (uint32_t)*(const volatile uint64_t*)trailer;
 }
 
 /* The part of message @a seq's trailer the receiver knows in advance */
@@ -79,12 +113,12 @@ static inline int hipower_slot_trailer_is(hipower_slot_trailer_t trailer,
  * interface parameters, and tells the sender in the endpoint address: slots
  * are "stride" bytes apart, each ends with its trailer at "trailer_offset",
  * and a message's data starts where hipower_slot_data_offset() says. Every
- * slot has room for SLOT_SIZE - 8 bytes of data whatever the alignment, so
+ * slot has room for SLOT_SIZE - 16 bytes of data whatever the alignment, so
  * the largest message a sender may write does not depend on the peer.
  */
 typedef struct hipower_slot_layout {
     uint32_t stride;         /* Bytes from one slot to the next */
-    uint32_t trailer_offset; /* Of the trailer in a slot: stride - 8 */
+    uint32_t trailer_offset; /* Of the trailer in a slot: stride - 16 */
     uint32_t align;          /* Data + align_offset is a multiple of it */
     uint32_t align_offset;
 } hipower_slot_layout_t;

@@ -20,6 +20,7 @@
     _f(rdma_writes)      /* RDMA_WRITE work requests (payload and bitmap) */ \
     _f(bitmap_reads)     /* Recycle RDMA_READs of a peer's consumed bitmap */ \
     _f(slots_recycled)   /* Slots those reads gave back */ \
+    _f(slots_acked)      /* Slots the peer's acknowledgements gave back */ \
     _f(notify_reads)     /* Pull mode: RDMA_READs of a peer's written bitmap */ \
     _f(put_ops)          /* RMA writes to user memory (put_*) */ \
     _f(put_bytes) \
