@@ -7,7 +7,18 @@
 # within DETECT_LIMIT seconds (120; rc_verbs takes ~46 s on the rig with
 # UCX defaults), without a crash or an assertion. Both ways:
 # the client killed, then the server.
+#
+# Every message is either one eager fragment or rendezvous
+# (UCX_RNDV_THRESH below one fragment): UCP 1.13 never completes a receive
+# that has matched the first fragments of a multi-fragment eager message
+# whose sender then dies. The receive is no longer in the expected queue,
+# so ucp_request_cancel() cannot remove it, and nothing purges the
+# worker's fragment hash on an endpoint failure (src/ucp/tag/eager_rcv.c).
+# With every message eager (UCX_RNDV_THRESH=inf) that left one receive in
+# flight in every run, over rc_verbs exactly as over hipower (4 of 4 kills
+# each); a UCP limitation no transport can help, so the test steers clear.
 . "$(dirname "$0")/lib.sh"
+export UCX_RNDV_THRESH=${HIPOWER_PEER_FAILURE_RNDV_THRESH:-4200}
 . "$HIPOWER_SRC/test/ucp/ucp-rig-lib.sh"
 
 DETECT_LIMIT=${HIPOWER_PEER_FAILURE_LIMIT:-120}
