@@ -102,16 +102,25 @@ uct_hipower_ep_deliver_copy(uct_hipower_iface_t *iface, void *elem,
     return status;
 }
 
-unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
+/*
+ * The receive loop, specialized by uct_hipower_ep_rx_progress() for the
+ * notification mode and HOLD_SLOTS (constants here), as UCX specializes its
+ * progress functions: no per-message test of either. Everything the loop
+ * needs of the interface and the ring is loaded into locals once per
+ * batch; the handler call would otherwise force reloads every message.
+ */
+static UCS_F_ALWAYS_INLINE unsigned
+uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
 {
     uct_hipower_iface_t *iface   = uct_hipower_ep_iface(ep);
     hipower_rx_ring_t *ring       = &ep->rx.ring;
     /* Per-message constants, loaded once per batch */
-    const hipower_slot_layout_t *layout = &iface->config.layout;
+    const hipower_slot_layout_t layout = iface->config.layout;
+    const uint32_t mark_offset    = layout.trailer_offset +
+                                    HIPOWER_SLOT_MARK_OFFSET;
+    const uint32_t num_slots      = ring->num_slots;
+    char *const slots             = ep->rx.slots;
     size_t max_payload            = iface->config.max_payload;
-    int self                      = (iface->config.notify ==
-                                     UCT_HIPOWER_NOTIFY_SELF);
-    int hold                      = iface->config.hold_slots;
     void *elem                    = NULL;
     unsigned count, i, am_id;
     hipower_slot_trailer_t trailer;
@@ -136,12 +145,10 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
 
     for (i = 0; i < count; ++i) {
         seq       = ring->head;
-        slot      = hipower_ring_slot(ring->num_slots, seq);
-        slot_base = UCS_PTR_BYTE_OFFSET(ep->rx.slots,
-                                        (size_t)slot * layout->stride);
-        trailer   = *(volatile hipower_slot_trailer_t*)
-                    (slot_base + layout->trailer_offset +
-                     HIPOWER_SLOT_MARK_OFFSET);
+        slot      = hipower_ring_slot(num_slots, seq);
+        slot_base = slots + (size_t)slot * layout.stride;
+        trailer   = *(volatile hipower_slot_trailer_t*)(slot_base +
+                                                         mark_offset);
         if (self) {
             if (!hipower_slot_trailer_is(trailer, seq)) {
                 break;
@@ -191,17 +198,17 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
         acked = hipower_tx_ring_ack(&ep->tx.ring,
                                     hipower_slot_trailer_ack(
                                             slot_base +
-                                            layout->trailer_offset));
-        if (acked > 0) {
+                                            layout.trailer_offset));
+        if (ucs_unlikely(acked > 0)) {
             iface->stats.slots_acked += acked;
-            if (ucs_unlikely(!ucs_queue_is_empty(&ep->pending_q))) {
+            if (!ucs_queue_is_empty(&ep->pending_q)) {
                 uct_hipower_ep_add_pending_list(ep);
             }
         }
 
         /* Where the sender put the data, by the receiver's own layout: a
          * length its own limit allows lands inside the slot */
-        data = slot_base + hipower_slot_data_offset(layout, length);
+        data = slot_base + hipower_slot_data_offset(&layout, length);
         iface->stats.rx_msgs++;
         iface->stats.rx_bytes += length;
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id,
@@ -216,6 +223,21 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
     }
 
     return i;
+}
+
+unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    if (iface->config.notify == UCT_HIPOWER_NOTIFY_SELF) {
+        return iface->config.hold_slots ?
+               uct_hipower_ep_rx_progress_common(ep, 1, 1) :
+               uct_hipower_ep_rx_progress_common(ep, 1, 0);
+    }
+
+    return iface->config.hold_slots ?
+           uct_hipower_ep_rx_progress_common(ep, 0, 1) :
+           uct_hipower_ep_rx_progress_common(ep, 0, 0);
 }
 
 /* Whether the next message has arrived (the sleep check) */

@@ -151,6 +151,9 @@ static inline uint32_t hipower_tx_ring_ack(hipower_tx_ring_t *ring,
 {
     uint32_t delta = ack - ring->recycled;
 
+    if (delta == 0) {
+        return 0; /* Nothing new: one-way traffic, every message */
+    }
     if (delta - 1 >= ring->head - ring->tail) {
         return 0; /* Nothing new (delta 0), old, or more than outstanding */
     }
