@@ -16,9 +16,13 @@ am_max=$(( hp_max < rc_max ? hp_max : rc_max ))
 if [ "$BENCH_QUICK" = 1 ]; then
     am_sizes="8 1024" rma_sizes="65536"
 else
-    am_sizes="8 1024 4096 $am_max" rma_sizes="65536 1048576 4194304"
+    am_sizes="8 64 1024 4096 $am_max" rma_sizes="65536 1048576 4194304"
 fi
-columns="rc_verbs hipower hipower-push hipower-pull ud_verbs"
+# A shorter run for a question about some columns only:
+# HIPOWER_BENCH_UCT_COLUMNS (default all), HIPOWER_BENCH_UCT_RMA=n skips
+# put/get. The report says which columns were measured.
+columns=${HIPOWER_BENCH_UCT_COLUMNS:-rc_verbs hipower hipower-push hipower-pull ud_verbs}
+[ "${HIPOWER_BENCH_UCT_RMA:-y}" = n ] && rma_sizes=
 
 bench_metric $S am_lat "AM one-way latency (am_lat, 50th percentile)" usec lower "message size (B)"
 bench_metric $S am_rate "AM message rate (am_bw)" msg/s higher "message size (B)"
