@@ -1085,6 +1085,51 @@ START_TEST(test_rx_acked)
 END_TEST
 
 /*
+ * A run delivered the lean way (hipower_rx_ring_consume() per message, one
+ * hipower_rx_ring_advance_run() at the end) leaves the ring as one-by-one
+ * advance and release do: same head, counts, acknowledgement and consumed
+ * bits, across the ring's wrap. Near the period a run does not fit.
+ */
+START_TEST(test_rx_advance_run)
+{
+    uint32_t num_slots = ring_sizes[_i];
+    hipower_bitmap_word_t *one_c, *run_c;
+    hipower_rx_ring_t one, run;
+    guarded_mem_t mem_one, mem_run;
+    uint32_t n, k, slot, total = 0;
+
+    one_c = guarded_bitmap(&mem_one, num_slots);
+    run_c = guarded_bitmap(&mem_run, num_slots);
+    hipower_rx_ring_init(&one, num_slots, one_c);
+    hipower_rx_ring_init(&run, num_slots, run_c);
+    for (n = 1; total < 5 * num_slots + 7; n = (n % 11) + 3) {
+        ck_assert(hipower_rx_ring_run_fits(&run, n));
+        slot = hipower_ring_slot(num_slots, run.head);
+        for (k = 0; k < n; ++k) {
+            hipower_rx_ring_release(&one, hipower_rx_ring_advance(&one));
+            hipower_rx_ring_consume(&run, slot);
+            slot = (slot + 1 == num_slots) ? 0 : slot + 1;
+        }
+        hipower_rx_ring_advance_run(&run, n);
+        total += n;
+        ck_assert_uint_eq(run.head, one.head);
+        ck_assert_uint_eq(hipower_rx_ring_taken(&run), total);
+        ck_assert_uint_eq(hipower_rx_ring_taken(&one), total);
+        ck_assert_uint_eq(hipower_rx_ring_acked(&run),
+                          hipower_rx_ring_acked(&one));
+        ck_assert_mem_eq(run_c, one_c, HIPOWER_BITMAP_WORDS(num_slots) *
+                                       sizeof(hipower_bitmap_word_t));
+    }
+
+    run.head = HIPOWER_RING_SEQ_PERIOD_BIT - 64;
+    ck_assert(hipower_rx_ring_run_fits(&run, 63));
+    ck_assert(!hipower_rx_ring_run_fits(&run, 64));
+    guarded_free(&mem_one);
+    guarded_free(&mem_run);
+}
+END_TEST
+
+/*
  * The hazard of mixing both ways: a READ copies the consumed bitmap, then
  * the receiver releases and acknowledges, the sender reuses the slot, and
  * the old copy arrives. It shows the parity of two laps back, the same as
@@ -1488,6 +1533,7 @@ Suite *hipower_protocol_suite(void)
     tcase_add_test(tcase, test_tx_no_slots);
     tcase_add_test(tcase, test_tx_ack);
     tcase_add_test(tcase, test_rx_acked);
+    tcase_add_loop_test(tcase, test_rx_advance_run, 0, NUM_RING_SIZES);
     suite_add_tcase(suite, tcase);
 
     tcase = tcase_create("rx_ring");

@@ -750,6 +750,7 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     }
 
     ep->peer.layout            = layout;
+    hipower_slot_placement_init(&ep->peer.placement, &layout);
     ep->tx.msg_wrs             = 1 + (layout.align > 1) +
                                  (iface->config.notify ==
                                   UCT_HIPOWER_NOTIFY_PUSH);
@@ -948,7 +949,6 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     /* The first bitmap write always wakes the peer: it may have gone to
      * sleep before it knew we would send (see hipower_event.c) */
     self->tx.woken_gen        = UINT64_MAX;
-    self->rx.delivered        = 0;
     self->event.posted_gen    = 0;
     self->event.confirmed_gen = 0;
     self->peer.qp_num         = 0;
@@ -1223,10 +1223,8 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
                                  uct_hipower_ep_pending_purge_warn, self);
     ucs_list_del(&self->list);
     --iface->num_eps;
-    if (self->flags & UCT_HIPOWER_EP_FLAG_FIRST_IMM) {
-        if (self->rx.delivered > 0) {
-            --iface->event.rx_expected;
-        }
+    if (self->flags & UCT_HIPOWER_EP_FLAG_IMM_DUE) {
+        --iface->event.rx_expected;
     }
 
     /* The peer can no longer reach our memory; the QP drains apart */

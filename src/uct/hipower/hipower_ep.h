@@ -27,8 +27,11 @@ enum {
     UCT_HIPOWER_EP_FLAG_PEER_CLOSED    = UCS_BIT(8),
     UCT_HIPOWER_EP_FLAG_CANCELED       = UCS_BIT(9), /* flush(CANCEL) ran */
     UCT_HIPOWER_EP_FLAG_HELLO_SENT     = UCS_BIT(10),/* Pull: "ready" written */
-    UCT_HIPOWER_EP_FLAG_FIRST_IMM      = UCS_BIT(11) /* Peer's first-contact
+    UCT_HIPOWER_EP_FLAG_FIRST_IMM      = UCS_BIT(11),/* Peer's first-contact
                                                         wake-up still due */
+    /* A message of the peer came before its first-contact wake-up was
+     * polled: that receive completion is counted in event.rx_expected */
+    UCT_HIPOWER_EP_FLAG_IMM_DUE        = UCS_BIT(12)
 };
 
 
@@ -68,7 +71,6 @@ typedef struct uct_hipower_ep {
         void                     *slots;
         struct ibv_mr            *mr;          /* REMOTE_WRITE, our slots */
         uint32_t                 first_slot;   /* In the arena */
-        uint64_t                 delivered;    /* Messages taken from the ring */
     } rx;
 
     struct {
@@ -93,6 +95,7 @@ typedef struct uct_hipower_ep {
         uint64_t                 slots_addr;
         uint32_t                 slots_rkey;
         hipower_slot_layout_t    layout;       /* Of its receive slots */
+        hipower_slot_placement_t placement;    /* Where data goes in them */
         uint64_t                 consumed_addr;
         uint64_t                 published_addr;
         uint64_t                 announced_addr;

@@ -200,7 +200,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     slot        = hipower_ring_slot(ep->tx.ring.num_slots, seq);
     slot_addr   = ep->peer.slots_addr +
                   (uint64_t)slot * ep->peer.layout.stride;
-    data_offset = hipower_slot_data_offset(&ep->peer.layout, length);
+    data_offset = hipower_slot_place(&ep->peer.placement, length);
     /* Right after the data; it acknowledges what we released of the
      * peer's messages, so that under two-way traffic the peer recycles
      * without reading our bitmap */

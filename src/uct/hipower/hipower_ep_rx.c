@@ -103,11 +103,65 @@ uct_hipower_ep_deliver_copy(uct_hipower_iface_t *iface, void *elem,
 }
 
 /*
+ * The peer wrote to us, so its QP is ready. Its first write woke us
+ * (hipower_event.c): that receive completion is polled even if nobody
+ * sleeps, so that the receive is posted again.
+ */
+static UCS_F_NOINLINE void uct_hipower_ep_rx_first_contact(uct_hipower_ep_t *ep)
+{
+    uct_hipower_ep_peer_ready(ep);
+    if ((ep->flags & UCT_HIPOWER_EP_FLAG_FIRST_IMM) &&
+        !(ep->flags & UCT_HIPOWER_EP_FLAG_IMM_DUE)) {
+        ep->flags |= UCT_HIPOWER_EP_FLAG_IMM_DUE;
+        ++uct_hipower_ep_iface(ep)->event.rx_expected;
+    }
+}
+
+/* Whether a message of the peer needs uct_hipower_ep_rx_first_contact() */
+static UCS_F_ALWAYS_INLINE int
+uct_hipower_ep_rx_first_contact_due(const uct_hipower_ep_t *ep)
+{
+    return (ep->flags & (UCT_HIPOWER_EP_FLAG_PEER_READY |
+                         UCT_HIPOWER_EP_FLAG_FIRST_IMM |
+                         UCT_HIPOWER_EP_FLAG_IMM_DUE)) !=
+           UCT_HIPOWER_EP_FLAG_PEER_READY;
+}
+
+/* The peer released @a acked of our slots (the acknowledgement in a
+ * trailer): requests waiting for a slot may go now */
+static UCS_F_NOINLINE void uct_hipower_ep_rx_acked(uct_hipower_ep_t *ep,
+                                                   uint32_t acked)
+{
+    uct_hipower_ep_iface(ep)->stats.slots_acked += acked;
+    if (!ucs_queue_is_empty(&ep->pending_q)) {
+        uct_hipower_ep_add_pending_list(ep);
+    }
+}
+
+/* Reports and counts a trailer whose key matched but whose fields did not */
+static UCS_F_NOINLINE void
+uct_hipower_ep_rx_bad_slot(uct_hipower_ep_t *ep, hipower_slot_trailer_t trailer,
+                           uint32_t seq, uint32_t slot)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    const char *reason;
+
+    hipower_slot_trailer_reject(trailer, iface->config.max_payload, seq,
+                                UCT_AM_ID_MAX, &reason);
+    ucs_error(UCT_HIPOWER_EP_FMT ": dropping message %u in slot %u from the "
+              "peer: %s", UCT_HIPOWER_EP_ARG(ep), seq, slot, reason);
+    iface->stats.bad_slots++;
+}
+
+/*
  * The receive loop, specialized by uct_hipower_ep_rx_progress() for the
  * notification mode and HOLD_SLOTS (constants here), as UCX specializes its
  * progress functions: no per-message test of either. Everything the loop
  * needs of the interface and the ring is loaded into locals once per
  * batch; the handler call would otherwise force reloads every message.
+ * Self mode without HOLD_SLOTS, the default, takes the leaner
+ * uct_hipower_ep_rx_progress_self() unless this is the first contact or
+ * the sequence period is near.
  */
 static UCS_F_ALWAYS_INLINE unsigned
 uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
@@ -116,8 +170,6 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
     hipower_rx_ring_t *ring       = &ep->rx.ring;
     /* Per-message constants, loaded once per batch */
     const hipower_slot_layout_t layout = iface->config.layout;
-    const uint32_t mark_offset    = layout.trailer_offset +
-                                    HIPOWER_SLOT_MARK_OFFSET;
     const uint32_t num_slots      = ring->num_slots;
     char *const slots             = ep->rx.slots;
     size_t max_payload            = iface->config.max_payload;
@@ -147,8 +199,7 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
         seq       = ring->head;
         slot      = hipower_ring_slot(num_slots, seq);
         slot_base = slots + (size_t)slot * layout.stride;
-        trailer   = *(volatile hipower_slot_trailer_t*)(slot_base +
-                                                         mark_offset);
+        trailer   = *hipower_slot_mark(slot_base, &layout);
         if (self) {
             if (!hipower_slot_trailer_is(trailer, seq)) {
                 break;
@@ -157,15 +208,8 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
             ucs_memory_cpu_load_fence();
         }
 
-        if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_READY))) {
-            /* The peer wrote to us, so its QP is ready. Its first write
-             * woke us (hipower_event.c): that receive completion is polled
-             * even if nobody sleeps, so that the receive is posted again. */
-            uct_hipower_ep_peer_ready(ep);
-            if ((ep->flags & UCT_HIPOWER_EP_FLAG_FIRST_IMM) &&
-                (ep->rx.delivered == 0)) {
-                ++iface->event.rx_expected;
-            }
+        if (ucs_unlikely(uct_hipower_ep_rx_first_contact_due(ep))) {
+            uct_hipower_ep_rx_first_contact(ep);
         }
 
         if (hold) {
@@ -177,7 +221,6 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
         }
 
         hipower_rx_ring_advance(ring);
-        ep->rx.delivered++;
         status = hipower_slot_trailer_parse(trailer, max_payload, seq,
                                             UCT_AM_ID_MAX, &am_id, &length,
                                             &reason);
@@ -200,10 +243,7 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
                                             slot_base +
                                             layout.trailer_offset));
         if (ucs_unlikely(acked > 0)) {
-            iface->stats.slots_acked += acked;
-            if (!ucs_queue_is_empty(&ep->pending_q)) {
-                uct_hipower_ep_add_pending_list(ep);
-            }
+            uct_hipower_ep_rx_acked(ep, acked);
         }
 
         /* Where the sender put the data, by the receiver's own layout: a
@@ -225,6 +265,94 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
     return i;
 }
 
+/*
+ * Self mode without HOLD_SLOTS: the receive path of almost every message.
+ * The same steps as uct_hipower_ep_rx_progress_common() in the same order,
+ * with the bookkeeping of a run done once at its end: the slot, its address
+ * and the expected key step along with the sequence number (no division,
+ * no period check inside the run), the ring moves and acknowledges once
+ * (hipower_rx_ring_advance_run()), the statistics are added once. Each
+ * message is still checked in full before its data is touched, and its
+ * slot is consumed as soon as its handler returns.
+ */
+static unsigned uct_hipower_ep_rx_progress_self(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface   = uct_hipower_ep_iface(ep);
+    hipower_rx_ring_t *ring       = &ep->rx.ring;
+    const hipower_slot_layout_t layout = iface->config.layout;
+    const uint32_t num_slots      = ring->num_slots;
+    char *const slots             = ep->rx.slots;
+    const size_t max_payload      = iface->config.max_payload;
+    uint32_t slot, seq, length, ack, acked;
+    hipower_slot_trailer_t trailer;
+    hipower_slot_placement_t placement;
+    uint64_t key, rx_bytes = 0;
+    unsigned i, am_id;
+    char *slot_base;
+    void *data;
+
+    seq       = ring->head;
+    slot      = hipower_ring_slot(num_slots, seq);
+    slot_base = slots + (size_t)slot * layout.stride;
+    key       = hipower_slot_trailer_key(seq);
+    if ((*hipower_slot_mark(slot_base, &layout) &
+         HIPOWER_SLOT_TRAILER_KEY_MASK) != key) {
+        return 0; /* Nothing new: one load, the idle poll */
+    }
+
+    if (ucs_unlikely(uct_hipower_ep_rx_first_contact_due(ep) ||
+                     !hipower_rx_ring_run_fits(ring, UCT_HIPOWER_RX_BATCH))) {
+        return uct_hipower_ep_rx_progress_common(ep, 1, 0);
+    }
+
+    hipower_slot_placement_init(&placement, &layout);
+    for (i = 0; i < UCT_HIPOWER_RX_BATCH; ++i) {
+        trailer = *hipower_slot_mark(slot_base, &layout);
+        if ((trailer & HIPOWER_SLOT_TRAILER_KEY_MASK) != key) {
+            break;
+        }
+        /* The trailer came last: now the data may be read */
+        ucs_memory_cpu_load_fence();
+
+        if (ucs_likely(hipower_slot_trailer_fits(trailer, max_payload,
+                                                 UCT_AM_ID_MAX))) {
+            length = (uint32_t)trailer;
+            am_id  = (unsigned)(trailer >> 32) & 0xff;
+
+            /* Slots of ours the peer has released: read after the mark,
+             * bounded by what we have outstanding */
+            ack = hipower_slot_trailer_ack(slot_base + layout.trailer_offset);
+            acked = hipower_tx_ring_ack(&ep->tx.ring, ack);
+            if (ucs_unlikely(acked > 0)) {
+                uct_hipower_ep_rx_acked(ep, acked);
+            }
+
+            /* Inside the slot for a length the receiver's limit allows */
+            data      = slot_base + hipower_slot_place(&placement, length);
+            rx_bytes += length;
+            uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id,
+                               data, length, "RX: AM slot %u", slot);
+            /* Without UCT_CB_PARAM_FLAG_DESC the handler may not keep it */
+            uct_iface_invoke_am(&iface->super, am_id, data, length, 0);
+        } else {
+            uct_hipower_ep_rx_bad_slot(ep, trailer, seq + i, slot);
+        }
+        hipower_rx_ring_consume(ring, slot);
+
+        key       += HIPOWER_SLOT_TRAILER_KEY_STEP;
+        slot_base += layout.stride;
+        if (ucs_unlikely(++slot == num_slots)) {
+            slot      = 0;
+            slot_base = slots;
+        }
+    }
+
+    hipower_rx_ring_advance_run(ring, i);
+    iface->stats.rx_msgs  += i;
+    iface->stats.rx_bytes += rx_bytes;
+    return i;
+}
+
 unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
@@ -232,7 +360,7 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
     if (iface->config.notify == UCT_HIPOWER_NOTIFY_SELF) {
         return iface->config.hold_slots ?
                uct_hipower_ep_rx_progress_common(ep, 1, 1) :
-               uct_hipower_ep_rx_progress_common(ep, 1, 0);
+               uct_hipower_ep_rx_progress_self(ep);
     }
 
     return iface->config.hold_slots ?
@@ -244,7 +372,6 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
 int uct_hipower_ep_rx_ready(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    const hipower_slot_layout_t *layout = &iface->config.layout;
     hipower_rx_ring_t *ring    = &ep->rx.ring;
     uint32_t slot;
 
@@ -254,11 +381,11 @@ int uct_hipower_ep_rx_ready(uct_hipower_ep_t *ep)
     }
 
     slot = hipower_ring_slot(ring->num_slots, ring->head);
-    return hipower_slot_trailer_is(*(volatile hipower_slot_trailer_t*)
-                                   UCS_PTR_BYTE_OFFSET(ep->rx.slots,
-                                                       (size_t)slot *
-                                                       layout->stride +
-                                                       layout->trailer_offset +
-                                                       HIPOWER_SLOT_MARK_OFFSET),
+    return hipower_slot_trailer_is(*hipower_slot_mark(
+                                           UCS_PTR_BYTE_OFFSET(
+                                                   ep->rx.slots,
+                                                   (size_t)slot *
+                                                   iface->config.layout.stride),
+                                           &iface->config.layout),
                                    ring->head);
 }

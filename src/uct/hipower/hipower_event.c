@@ -174,10 +174,11 @@ unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
         uct_hipower_ep_peer_ready(ep);
         if (ep->flags & UCT_HIPOWER_EP_FLAG_FIRST_IMM) {
             /* The peer's first write: counted when its message came */
-            ep->flags &= ~UCT_HIPOWER_EP_FLAG_FIRST_IMM;
-            if (ep->rx.delivered > 0) {
+            if (ep->flags & UCT_HIPOWER_EP_FLAG_IMM_DUE) {
                 --iface->event.rx_expected;
             }
+            ep->flags &= ~(UCT_HIPOWER_EP_FLAG_FIRST_IMM |
+                           UCT_HIPOWER_EP_FLAG_IMM_DUE);
         }
         iface->event.new_gen = 1;
         iface->stats.wakeup_events++;
@@ -325,8 +326,9 @@ static ucs_status_t uct_hipower_iface_arm_recv(uct_hipower_iface_t *iface)
                 uct_hipower_ep_post_sleep(ep, iface->event.gen);
             }
             status = UCS_ERR_BUSY;
-        } else if ((int64_t)(ep->rx.delivered -
-                             *(volatile uint64_t*)&ep->ctrl->peer_announced) < 0) {
+        } else if ((int32_t)(hipower_rx_ring_taken(&ep->rx.ring) -
+                             (uint32_t)*(volatile uint64_t*)
+                             &ep->ctrl->peer_announced) < 0) {
             /* Announced before the peer saw our generation, still in flight */
             status = UCS_ERR_BUSY;
         }

@@ -212,19 +212,67 @@ static inline uint32_t hipower_rx_ring_advance(hipower_rx_ring_t *ring)
  * seen, or a weakly ordered CPU could still be reading the slot when the
  * sender's next message lands in it. (On x86 it only stops the compiler.)
  */
+/* Toggles @a slot's consumed bit, after every read of the slot: the peer
+ * may reuse the slot as soon as a READ of the bitmap sees it */
+static inline void hipower_rx_ring_consume(hipower_rx_ring_t *ring,
+                                           uint32_t slot)
+{
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    hipower_bitmap_toggle(ring->consumed, slot);
+}
+
 static inline void hipower_rx_ring_release(hipower_rx_ring_t *ring,
                                            uint32_t slot)
 {
     assert(ring->held > 0);
     assert(slot < ring->num_slots);
 
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    hipower_bitmap_toggle(ring->consumed, slot);
+    hipower_rx_ring_consume(ring, slot);
     if (--ring->held == 0) {
         /* Everything delivered is released: in ring order, whatever the
          * order of the releases was */
         ring->acked = ring->taken;
     }
+}
+
+/*
+ * Whether the next @a max messages from ring->head on lie before the period
+ * (sequence numbers go on by one): then a receive loop may deliver a run of
+ * them with hipower_rx_ring_consume() each and one
+ * hipower_rx_ring_advance_run() at its end. Once every 2^31 messages it
+ * does not, and the loop takes them one by one.
+ */
+static inline int hipower_rx_ring_run_fits(const hipower_rx_ring_t *ring,
+                                           uint32_t max)
+{
+    return ring->head < HIPOWER_RING_SEQ_PERIOD_BIT - max;
+}
+
+/*
+ * @a count messages from ring->head on were delivered and released in ring
+ * order (each slot consumed), with nothing held before them: moves past
+ * them and acknowledges them all, as hipower_rx_ring_advance() and
+ * hipower_rx_ring_release() one by one would have. Only for a run
+ * hipower_rx_ring_run_fits() allowed. Acknowledging once per run lets a
+ * reply sent from a handler acknowledge up to the run before: a count that
+ * lags is still exact, only later.
+ */
+static inline void hipower_rx_ring_advance_run(hipower_rx_ring_t *ring,
+                                               uint32_t count)
+{
+    assert(ring->held == 0);
+    assert(hipower_rx_ring_run_fits(ring, count));
+
+    ring->head  += count;
+    ring->taken += count;
+    ring->acked  = ring->taken;
+}
+
+/* Messages delivered so far, mod 2^32: the sender's count of messages
+ * sent, mod 2^32, says whether any is still on its way (hipower_event.c) */
+static inline uint32_t hipower_rx_ring_taken(const hipower_rx_ring_t *ring)
+{
+    return ring->taken;
 }
 
 /* What the receiver acknowledges in the trailers it sends: how many

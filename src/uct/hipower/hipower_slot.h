@@ -100,12 +100,26 @@ static inline uint64_t hipower_slot_trailer_key(uint32_t seq)
     return (HIPOWER_SLOT_MAGIC << 40) | ((uint64_t)(uint16_t)seq << 48);
 }
 
+/* key(seq + 1) - key(seq), modulo 2^64: the sequence bits are the top ones,
+ * so a receive loop steps its key by one addition */
+#define HIPOWER_SLOT_TRAILER_KEY_STEP  (1ull << 48)
+
 /* Whether @a trailer is that of message @a seq (arrived, if it is intact) */
 static inline int hipower_slot_trailer_is(hipower_slot_trailer_t trailer,
                                           uint32_t seq)
 {
     return (trailer & HIPOWER_SLOT_TRAILER_KEY_MASK) ==
            hipower_slot_trailer_key(seq);
+}
+
+/* Whether the length and AM id of a trailer whose key matched are ones the
+ * receiver accepts: the length within its slots, the id a valid one */
+static inline int hipower_slot_trailer_fits(hipower_slot_trailer_t trailer,
+                                            size_t max_payload,
+                                            unsigned num_am_ids)
+{
+    return ((uint32_t)trailer <= max_payload) &
+           (((unsigned)(trailer >> 32) & 0xff) < num_am_ids);
 }
 
 /*
@@ -165,12 +179,48 @@ static inline size_t hipower_slot_base_align(size_t align)
  * alignment: trailer_offset - length. Never negative for a length the
  * layout has room for (hipower_slot_layout_check()).
  */
+/*
+ * hipower_slot_data_offset() of one layout with what does not depend on the
+ * length computed once: three operations per message on the hot paths.
+ */
+typedef struct hipower_slot_placement {
+    uint32_t end;          /* trailer_offset + align_offset */
+    uint32_t mask;         /* ~(align - 1) */
+    uint32_t align_offset;
+} hipower_slot_placement_t;
+
+static inline void
+hipower_slot_placement_init(hipower_slot_placement_t *placement,
+                            const hipower_slot_layout_t *layout)
+{
+    placement->end          = layout->trailer_offset + layout->align_offset;
+    placement->mask         = ~(layout->align - 1);
+    placement->align_offset = layout->align_offset;
+}
+
+static inline uint32_t
+hipower_slot_place(const hipower_slot_placement_t *placement, uint32_t length)
+{
+    return ((placement->end - length) & placement->mask) -
+           placement->align_offset;
+}
+
 static inline uint32_t
 hipower_slot_data_offset(const hipower_slot_layout_t *layout, uint32_t length)
 {
-    uint32_t end = layout->trailer_offset - length + layout->align_offset;
+    hipower_slot_placement_t placement;
 
-    return (end & ~(layout->align - 1)) - layout->align_offset;
+    hipower_slot_placement_init(&placement, layout);
+    return hipower_slot_place(&placement, length);
+}
+
+/* The mark word of the slot at @a slot_base, where a receiver polls */
+static inline const volatile hipower_slot_trailer_t *
+hipower_slot_mark(const void *slot_base, const hipower_slot_layout_t *layout)
+{
+    return (const volatile hipower_slot_trailer_t*)
+           ((const char*)slot_base + layout->trailer_offset +
+            HIPOWER_SLOT_MARK_OFFSET);
 }
 
 /* Bytes between the data's end and the trailer (0 without alignment) */
@@ -208,8 +258,9 @@ hipower_slot_trailer_parse(hipower_slot_trailer_t trailer, size_t max_payload,
 
     /* Every check applies to the one copy whose values are returned: the
      * peer (a buggy or hostile one) may write the slot at any time */
-    if (__builtin_expect(!hipower_slot_trailer_is(trailer, expected_seq) |
-                         (length > max_payload) | (am_id >= num_am_ids), 0)) {
+    if (__builtin_expect(!(hipower_slot_trailer_is(trailer, expected_seq) &
+                           hipower_slot_trailer_fits(trailer, max_payload,
+                                                     num_am_ids)), 0)) {
         *am_id_p  = 0;
         *length_p = 0;
         return hipower_slot_trailer_reject(trailer, max_payload, expected_seq,
