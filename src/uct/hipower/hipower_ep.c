@@ -754,6 +754,10 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     ep->tx.msg_wrs             = 1 + (layout.align > 1) +
                                  (iface->config.notify ==
                                   UCT_HIPOWER_NOTIFY_PUSH);
+    if ((iface->config.notify == UCT_HIPOWER_NOTIFY_SELF) &&
+        (layout.align == 1)) {
+        ep->flags |= UCT_HIPOWER_EP_FLAG_ONE_WRITE;
+    }
     ep->peer.slots_addr        = ep_addr->slots_addr;
     ep->peer.slots_rkey        = ep_addr->slots_rkey;
     ep->peer.consumed_addr     = ep_addr->ctrl_read_addr;

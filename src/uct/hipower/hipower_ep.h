@@ -31,7 +31,10 @@ enum {
                                                         wake-up still due */
     /* A message of the peer came before its first-contact wake-up was
      * polled: that receive completion is counted in event.rx_expected */
-    UCT_HIPOWER_EP_FLAG_IMM_DUE        = UCS_BIT(12)
+    UCT_HIPOWER_EP_FLAG_IMM_DUE        = UCS_BIT(12),
+    /* Every message to the peer is one write that announces itself: self
+     * mode, and the peer asked for no alignment (am_short's fast path) */
+    UCT_HIPOWER_EP_FLAG_ONE_WRITE      = UCS_BIT(13)
 };
 
 

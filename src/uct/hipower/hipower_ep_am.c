@@ -170,13 +170,16 @@ static ucs_status_t uct_hipower_ep_send_hello(uct_hipower_ep_t *ep)
  * after the data's last gather entry, in the same buffer, which then just
  * grows. Otherwise the trailer is a write of its own, which RC places after
  * the data. In push mode the bitmap word comes last.
+ * @a one_write (a constant): the endpoint has UCT_HIPOWER_EP_FLAG_ONE_WRITE,
+ * so all of that is known in advance and the compiler drops it: the
+ * trailer follows the data in the one write, which also wakes the peer.
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
                         void *trailer_p,
                         uint32_t trailer_lkey, int trailer_follows,
                         uint8_t am_id, uint32_t length, int force_signal,
-                        uct_hipower_tx_op_t *op)
+                        uct_hipower_tx_op_t *op, int one_write)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     struct ibv_send_wr trailer_wr, bitmap_wr, *last_wr;
@@ -187,8 +190,9 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     unsigned nwr;
     int push;
 
-    push = (iface->config.notify == UCT_HIPOWER_NOTIFY_PUSH);
-    if (ucs_unlikely((iface->config.notify == UCT_HIPOWER_NOTIFY_PULL) &&
+    push = !one_write && (iface->config.notify == UCT_HIPOWER_NOTIFY_PUSH);
+    if (ucs_unlikely(!one_write &&
+                     (iface->config.notify == UCT_HIPOWER_NOTIFY_PULL) &&
                      !(ep->flags & UCT_HIPOWER_EP_FLAG_HELLO_SENT))) {
         status = uct_hipower_ep_send_hello(ep);
         if (status != UCS_OK) {
@@ -214,8 +218,8 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     data_wr->next                = NULL;
     last_wr                      = data_wr;
     nwr                          = 1;
-    if (ucs_likely(data_offset + length ==
-                   ep->peer.layout.trailer_offset)) {
+    if (one_write ||
+        ucs_likely(data_offset + length == ep->peer.layout.trailer_offset)) {
         if (trailer_follows) {
             data_wr->sg_list[data_wr->num_sge - 1].length +=
                     HIPOWER_SLOT_TRAILER_SIZE;
@@ -261,7 +265,8 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
         } else {
             ep->tx.unannounced++;
         }
-    } else if (iface->config.notify == UCT_HIPOWER_NOTIFY_SELF) {
+    } else if (one_write ||
+               (iface->config.notify == UCT_HIPOWER_NOTIFY_SELF)) {
         /* The write that ends with the trailer wakes a sleeping peer */
         sleep_gen = uct_hipower_ep_wakeup_check(ep, last_wr);
     }
@@ -274,7 +279,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
         goto err_undo;
     }
 
-    if (last_wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    if (one_write || (last_wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
         uct_hipower_ep_wakeup_posted(ep, sleep_gen);
     }
 
@@ -304,16 +309,54 @@ err_undo:
     return status;
 }
 
+/*
+ * am_short's frame [header][payload][trailer] in one buffer on the stack,
+ * one inline gather entry: the provider copies each entry of an inline
+ * request on its own, so one copy here is cheaper. @a one_write: see
+ * uct_hipower_ep_send_msg().
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_hipower_ep_am_short_frame(uct_hipower_ep_t *ep, uint8_t id, uint64_t hdr,
+                              const void *buffer, unsigned length,
+                              int one_write)
+{
+    uint8_t frame[UCT_HIPOWER_MAX_INLINE];
+    struct ibv_send_wr wr;
+    struct ibv_sge sge[2];
+
+    memcpy(frame, &hdr, sizeof(hdr));
+    memcpy(frame + sizeof(hdr), buffer, length);
+    sge[0].addr   = (uintptr_t)frame;
+    sge[0].length = sizeof(hdr) + length;
+    wr.sg_list    = sge;
+    wr.num_sge    = 1;
+    wr.send_flags = IBV_SEND_INLINE;
+    return uct_hipower_ep_send_msg(ep, &wr, frame + sizeof(hdr) + length, 0,
+                                   1, id, sizeof(hdr) + length, 0, NULL,
+                                   one_write);
+}
+
+/* am_short of an endpoint without UCT_HIPOWER_EP_FLAG_ONE_WRITE, or one
+ * that cannot go out right away: off the fast path */
+static UCS_F_NOINLINE ucs_status_t
+uct_hipower_ep_am_short_slow(uct_hipower_ep_t *ep, uint8_t id, uint64_t hdr,
+                             const void *buffer, unsigned length)
+{
+    ucs_status_t status;
+
+    status = uct_hipower_ep_tx_check(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    return uct_hipower_ep_am_short_frame(ep, id, hdr, buffer, length, 0);
+}
+
 ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
                                      const void *buffer, unsigned length)
 {
     uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    /* The whole frame in one gather entry: the provider copies each entry
-     * of an inline request on its own, so one copy here is cheaper */
-    uint8_t frame[UCT_HIPOWER_MAX_INLINE];
-    struct ibv_send_wr wr;
-    struct ibv_sge sge[2];
     ucs_status_t status;
 
     if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
@@ -330,20 +373,23 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_hipower_ep_tx_check(ep);
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
+    /* The common case, with everything uct_hipower_ep_tx_check() and
+     * uct_hipower_ep_send_msg() decide known in advance: one write, a free
+     * slot, room to post it (and a read), nothing pending */
+    if (ucs_likely(((ep->flags & (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
+                                  UCT_HIPOWER_EP_FLAG_CONNECTED |
+                                  UCT_HIPOWER_EP_FLAG_FAILED)) ==
+                    (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
+                     UCT_HIPOWER_EP_FLAG_CONNECTED)) &&
+                   ucs_queue_is_empty(&ep->pending_q) &&
+                   (hipower_tx_ring_free(&ep->tx.ring) > 0) &&
+                   uct_hipower_ep_has_room(ep, 2))) {
+        status = uct_hipower_ep_am_short_frame(ep, id, hdr, buffer, length,
+                                               1);
+    } else {
+        status = uct_hipower_ep_am_short_slow(ep, id, hdr, buffer, length);
     }
 
-    memcpy(frame, &hdr, sizeof(hdr));
-    memcpy(frame + sizeof(hdr), buffer, length);
-    sge[0].addr   = (uintptr_t)frame;
-    sge[0].length = sizeof(hdr) + length;
-    wr.sg_list    = sge;
-    wr.num_sge    = 1;
-    wr.send_flags = IBV_SEND_INLINE;
-    status = uct_hipower_ep_send_msg(ep, &wr, frame + sizeof(hdr) + length, 0,
-                                     1, id, sizeof(hdr) + length, 0, NULL);
     UCT_TL_EP_STAT_OP_IF_SUCCESS(status, &ep->super, AM, SHORT,
                                  sizeof(hdr) + length);
     return status;
@@ -393,7 +439,7 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                      iface->config.max_inline) ? IBV_SEND_INLINE : 0;
     status = uct_hipower_ep_send_msg(ep, &wr,
                                      UCS_PTR_BYTE_OFFSET(data, length),
-                                     op->lkey, 1, id, length, 0, op);
+                                     op->lkey, 1, id, length, 0, op, 0);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_mpool_put_inline(op);
         return status;
@@ -451,7 +497,7 @@ ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
                                      UCS_PTR_BYTE_OFFSET(buffer,
                                                          UCT_HIPOWER_MAX_ZCOPY_HDR),
                                      op->lkey, 0, id, length, comp != NULL,
-                                     op);
+                                     op, 0);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_mpool_put_inline(op);
         return status;
