@@ -117,14 +117,19 @@ static UCS_F_NOINLINE void uct_hipower_ep_rx_first_contact(uct_hipower_ep_t *ep)
     }
 }
 
-/* Whether a message of the peer needs uct_hipower_ep_rx_first_contact() */
+/* Whether a message of the peer needs uct_hipower_ep_rx_first_contact():
+ * the peer not known ready, or its wake-up due and not yet counted */
 static UCS_F_ALWAYS_INLINE int
 uct_hipower_ep_rx_first_contact_due(const uct_hipower_ep_t *ep)
 {
-    return (ep->flags & (UCT_HIPOWER_EP_FLAG_PEER_READY |
-                         UCT_HIPOWER_EP_FLAG_FIRST_IMM |
-                         UCT_HIPOWER_EP_FLAG_IMM_DUE)) !=
-           UCT_HIPOWER_EP_FLAG_PEER_READY;
+    uint32_t flags = ep->flags & (UCT_HIPOWER_EP_FLAG_PEER_READY |
+                                  UCT_HIPOWER_EP_FLAG_FIRST_IMM |
+                                  UCT_HIPOWER_EP_FLAG_IMM_DUE);
+
+    return (flags != UCT_HIPOWER_EP_FLAG_PEER_READY) &&
+           (flags != (UCT_HIPOWER_EP_FLAG_PEER_READY |
+                      UCT_HIPOWER_EP_FLAG_FIRST_IMM |
+                      UCT_HIPOWER_EP_FLAG_IMM_DUE));
 }
 
 /* The peer released @a acked of our slots (the acknowledgement in a
@@ -138,7 +143,7 @@ static UCS_F_NOINLINE void uct_hipower_ep_rx_acked(uct_hipower_ep_t *ep,
     }
 }
 
-/* Reports and counts a trailer whose key matched but whose fields did not */
+/* Reports and counts a rejected trailer (hipower_slot_trailer_reject()) */
 static UCS_F_NOINLINE void
 uct_hipower_ep_rx_bad_slot(uct_hipower_ep_t *ep, hipower_slot_trailer_t trailer,
                            uint32_t seq, uint32_t slot)
@@ -225,10 +230,7 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
                                             UCT_AM_ID_MAX, &am_id, &length,
                                             &reason);
         if (ucs_unlikely(status != UCS_OK)) {
-            ucs_error(UCT_HIPOWER_EP_FMT ": dropping message %u in slot %u "
-                      "from the peer: %s", UCT_HIPOWER_EP_ARG(ep), seq, slot,
-                      reason);
-            iface->stats.bad_slots++;
+            uct_hipower_ep_rx_bad_slot(ep, trailer, seq, slot);
             if (hold) {
                 ucs_mpool_put_inline(elem);
             }
