@@ -59,14 +59,17 @@ static void add(const char *name, size_t params)
 /* A convolution (no bias) followed by BatchNorm (gamma, beta) */
 static void conv_bn(const char *name, unsigned k, unsigned in, unsigned out)
 {
-    char n[40];
+    static const char *const suffix[] = { "weight", "bn.gamma", "bn.beta" };
+    char n[sizeof(g_tensors[0].name)];
+    unsigned i;
 
-    snprintf(n, sizeof(n), "%s.weight", name);
-    add(n, (size_t)k * k * in * out);
-    snprintf(n, sizeof(n), "%s.bn.gamma", name);
-    add(n, out);
-    snprintf(n, sizeof(n), "%s.bn.beta", name);
-    add(n, out);
+    for (i = 0; i < 3; i++) {
+        /* A truncated name would only mislabel a tensor, but say so */
+        if (snprintf(n, sizeof(n), "%s.%s", name, suffix[i]) >= (int)sizeof(n)) {
+            wl_die("internal: tensor name %s.%s too long", name, suffix[i]);
+        }
+        add(n, (i == 0) ? (size_t)k * k * in * out : out);
+    }
 }
 
 static void build_resnet152(void)
