@@ -17,7 +17,7 @@ for rep in $(seq "$BENCH_REPS"); do
         for t in ib_write_lat ib_send_lat ib_read_lat; do
             r=$(bench_raw "$t" "$size" 1000) &&
                 bench_sample $S lat "$size" "${t%_lat}" "$rep" "$(bench_field "$r" 4)" ||
-                bench_sample $S lat "$size" "${t%_lat}" "$rep" fail
+                bench_sample $S lat "$size" "${t%_lat}" "$rep" "$(bench_fail_word)"
         done
     done
     for size in $bw_sizes; do
@@ -25,7 +25,7 @@ for rep in $(seq "$BENCH_REPS"); do
         for t in ib_write_bw ib_send_bw ib_read_bw; do
             r=$(bench_raw "$t" "$size" "$(bench_iters "$size" 5000 25165824)") &&
                 bench_sample $S bw "$size" "${t%_bw}" "$rep" "$(bench_field "$r" 3)" ||
-                bench_sample $S bw "$size" "${t%_bw}" "$rep" fail
+                bench_sample $S bw "$size" "${t%_bw}" "$rep" "$(bench_fail_word)"
         done
     done
 done

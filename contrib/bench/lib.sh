@@ -36,7 +36,9 @@ bench_metric() {
 }
 
 # bench_sample SECTION METRIC X TRANSPORT REP VALUE
-# One measurement; VALUE "fail" when the run failed (the report says so).
+# One measurement; VALUE "fail" when the transport's run failed, "harness"
+# when the benchmark's own machinery did (bench_fail_word tells which; the
+# report says so and lists both).
 bench_sample() {
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" \
         >> "$BENCH_OUT/samples.tsv"
@@ -115,14 +117,30 @@ bench_pair() {
     log=$BENCH_OUT/raw/pair-$col-$test-$size-$(date +%s%N).log
     # shellcheck disable=SC2046
     env $(bench_notify_env "$col") $(case "$test" in tag_*|ucp_*|stream_*) bench_ucp_env "$col" ;; esac) \
-        hipower-run perftest-pair -q "$(bench_uct_tl "$col")" "$test" "$size" "$iters" "$@" 2> "$log" &&
-        rm -f "$log"
+        hipower-run perftest-pair -q "$(bench_uct_tl "$col")" "$test" "$size" "$iters" "$@" 2> "$log"
+    bench_done $? "$log"
+}
+
+# bench_done RC LOG: keeps LOG only for a failed run and remembers RC for
+# bench_fail_word (a file: the runs are called in command substitutions)
+bench_done() {
+    echo "$1" > "$BENCH_OUT/.last-rc"
+    [ "$1" = 0 ] && rm -f "$2"
+    return "$1"
+}
+
+# bench_fail_word: the sample value of the last failed bench_pair/bench_raw:
+# "harness" for exit 3 (contrib/harness.sh: no free port, server never
+# listened), "fail" for everything else
+bench_fail_word() {
+    [ "$(cat "$BENCH_OUT/.last-rc" 2>/dev/null)" = 3 ] && echo harness || echo fail
 }
 
 # bench_raw TEST SIZE ITERS: perftest between the first two devices.
 bench_raw() {
     local log=$BENCH_OUT/raw/raw-$1-$2-$(date +%s%N).log
-    perftest-raw "$@" 2> "$log" && rm -f "$log"
+    perftest-raw "$@" 2> "$log"
+    bench_done $? "$log"
 }
 
 # bench_field LINE N: the Nth (0-based) word of LINE

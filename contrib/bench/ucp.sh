@@ -21,7 +21,7 @@ for rep in $(seq "$BENCH_REPS"); do
             for col in rc_verbs hipower hipower-pull; do
                 f=$(bench_pair "$col" "$test" "$size" "$iters") &&
                     bench_sample $S "$test" "$size" "$col" "$rep" "$(bench_field "$f" "$field")" ||
-                    bench_sample $S "$test" "$size" "$col" "$rep" fail
+                    bench_sample $S "$test" "$size" "$col" "$rep" "$(bench_fail_word)"
             done
         done
     done

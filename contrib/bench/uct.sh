@@ -49,14 +49,14 @@ for rep in $(seq "$BENCH_REPS"); do
             if [ "$test" = am_lat ]; then
                 r=$(bench_raw ib_write_lat "$size" "$iters") &&
                     bench_sample $S am_lat "$size" device "$rep" "$(bench_field "$r" 4)" ||
-                    bench_sample $S am_lat "$size" device "$rep" fail
+                    bench_sample $S am_lat "$size" device "$rep" "$(bench_fail_word)"
             else
                 r=$(bench_raw ib_write_bw "$size" "$iters") && {
                     bench_sample $S am_bw "$size" device "$rep" "$(bench_field "$r" 3)"
                     bench_sample $S am_rate "$size" device "$rep" \
                         "$(awk -v m="$(bench_field "$r" 4)" 'BEGIN { printf "%.0f", m * 1e6 }')"
-                } || { bench_sample $S am_bw "$size" device "$rep" fail
-                       bench_sample $S am_rate "$size" device "$rep" fail; }
+                } || { bench_sample $S am_bw "$size" device "$rep" "$(bench_fail_word)"
+                       bench_sample $S am_rate "$size" device "$rep" "$(bench_fail_word)"; }
             fi
             for col in $columns; do
                 [ "$col" = ud_verbs ] && [ "$size" -gt "$ud_max" ] && continue
@@ -77,7 +77,7 @@ for rep in $(seq "$BENCH_REPS"); do
                     fi
                 else
                     for m in $([ "$test" = am_lat ] && echo am_lat || echo "am_rate am_bw"); do
-                        bench_sample $S "$m" "$size" "$col" "$rep" fail
+                        bench_sample $S "$m" "$size" "$col" "$rep" "$(bench_fail_word)"
                     done
                 fi
                 rm -f "$cpu"
@@ -93,11 +93,11 @@ for rep in $(seq "$BENCH_REPS"); do
             raw=$([ "$test" = put_bw ] && echo ib_write_bw || echo ib_read_bw)
             r=$(bench_raw "$raw" "$size" "$iters") &&
                 bench_sample $S "$metric" "$size" device "$rep" "$(bench_field "$r" 3)" ||
-                bench_sample $S "$metric" "$size" device "$rep" fail
+                bench_sample $S "$metric" "$size" device "$rep" "$(bench_fail_word)"
             for col in rc_verbs hipower; do
                 f=$(bench_pair "$col" "$test" "$size" "$iters" -D zcopy) &&
                     bench_sample $S "$metric" "$size" "$col" "$rep" "$(bench_field "$f" 6)" ||
-                    bench_sample $S "$metric" "$size" "$col" "$rep" fail
+                    bench_sample $S "$metric" "$size" "$col" "$rep" "$(bench_fail_word)"
             done
         done
     done

@@ -90,7 +90,7 @@ for rep in $(seq "$BENCH_COUNT_REPS"); do
                 else
                     for m in $([ "$test" = am_lat ] && echo "pkts_lat lat_wrs" ||
                                echo "pkts_bw rx_wrs rx_cqes tx_wrs tx_cqes"); do
-                        bench_sample $S "$m" "$size" "$col" "$rep" fail
+                        bench_sample $S "$m" "$size" "$col" "$rep" "$(bench_fail_word)"
                     done
                 fi
             done

@@ -1,0 +1,73 @@
+# harness.sh: what perftest-pair and perftest-raw share to start a server
+# and its client on loopback TCP without colliding with an earlier run.
+# Sourced, not run.
+#
+# A failure here is the harness's, not the transport's: the scripts exit
+# with HARNESS_RC and a message starting "harness error:", so tables can
+# tell it from a transport failure (exit 1).
+#
+# Environment:
+#   HARNESS_ATTEMPTS   server starts tried on fresh ports before giving up (5)
+#   HARNESS_TEST_PORT  the first attempt's port (for testing the retry)
+
+HARNESS_RC=3
+HARNESS_ATTEMPTS=${HARNESS_ATTEMPTS:-5}
+
+# harness_pick_port ATTEMPT: a port no socket uses in any state (listening,
+# connected or TIME_WAIT: a server's port lingers after it exits and a new
+# bind() on it fails). Taken below the ephemeral range so that no outgoing
+# connection can be handed it between the check and the bind.
+harness_pick_port() {
+    local attempt=$1 lo hi port
+    if [ "$attempt" = 1 ] && [ -n "${HARNESS_TEST_PORT:-}" ]; then
+        echo "$HARNESS_TEST_PORT"
+        return 0
+    fi
+    read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+    [ "$lo" -gt 11000 ] || lo=32768
+    for _ in $(seq 100); do
+        port=$(( 10000 + (RANDOM * 32768 + RANDOM) % (lo - 10000) ))
+        ss -Htan 2>/dev/null | awk -v p=":$port" '
+            { for (i = 4; i <= 5; ++i) if (substr($i, length($i) - length(p) + 1) == p) found = 1 }
+            END { exit !found }' || { echo "$port"; return 0; }
+    done
+    return 1
+}
+
+# harness_is_descendant PID ANCESTOR: PID is ANCESTOR or below it
+harness_is_descendant() {
+    local pid=$1 anc=$2
+    while [ -n "$pid" ] && [ "$pid" -gt 1 ]; do
+        [ "$pid" = "$anc" ] && return 0
+        pid=$(awk '/^PPid:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+    done
+    return 1
+}
+
+# harness_wait_listen PORT PID [SECONDS]: waits until a process started by
+# PID (the server's shell) listens on PORT. Someone else's listener does not
+# count: that was the old fixed-sleep harness's collision.
+# Returns 0 listening, 1 the server exited first, 2 timed out (default 30 s).
+harness_wait_listen() {
+    local port=$1 spid=$2 secs=${3:-30} pids p
+    for _ in $(seq $(( secs * 10 ))); do
+        pids=$(ss -Hltnp "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2)
+        for p in $pids; do
+            harness_is_descendant "$p" "$spid" && return 0
+        done
+        kill -0 "$spid" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 2
+}
+
+# harness_bind_failed FILE: the server's output says its port was taken
+harness_bind_failed() {
+    grep -qiE 'bind\(\) failed|address already in use' "$1" 2>/dev/null
+}
+
+# harness_error MESSAGE...: reports a harness failure and exits HARNESS_RC
+harness_error() {
+    echo "harness error: $*" >&2
+    exit "$HARNESS_RC"
+}
