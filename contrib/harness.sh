@@ -61,6 +61,16 @@ harness_wait_listen() {
     return 2
 }
 
+# harness_kill_tree PID: PID and everything it started (the server runs
+# under timeout and a shell: killing only PID would leave the listener)
+harness_kill_tree() {
+    local pid=$1 child
+    for child in $(ps -o pid= --ppid "$pid" 2>/dev/null); do
+        harness_kill_tree "$child"
+    done
+    kill "$pid" 2>/dev/null
+}
+
 # harness_bind_failed FILE: the server's output says its port was taken
 harness_bind_failed() {
     grep -qiE 'bind\(\) failed|address already in use' "$1" 2>/dev/null
