@@ -6,6 +6,7 @@
 #endif
 
 #include "hipower_md.h"
+#include "hipower_ucx_compat.h"
 
 #include <uct/base/uct_component.h>
 #include <ucs/sys/compiler_def.h>
@@ -16,13 +17,14 @@
 uct_component_t uct_hipower_component = {
     .query_md_resources = uct_hipower_query_md_resources,
     .md_open            = uct_hipower_md_open,
-    .cm_open            = (uct_component_cm_open_func_t)
-                          ucs_empty_function_return_unsupported,
+    .cm_open            = HIPOWER_UCX_FUNC(uct_component_cm_open_func_t,
+                                    ucs_empty_function_return_unsupported),
     .rkey_unpack        = uct_hipower_rkey_unpack,
-    .rkey_ptr           = (uct_component_rkey_ptr_func_t)
-                          ucs_empty_function_return_unsupported,
-    .rkey_release       = (uct_component_rkey_release_func_t)
-                          ucs_empty_function_return_success,
+    .rkey_ptr           = HIPOWER_UCX_FUNC(uct_component_rkey_ptr_func_t,
+                                    ucs_empty_function_return_unsupported),
+    .rkey_release       = HIPOWER_UCX_FUNC(uct_component_rkey_release_func_t,
+                                    ucs_empty_function_return_success),
+    HIPOWER_UCX_COMPONENT_RKEY_COMPARE
     .name               = "hipower",
     .md_config          = {
         .name           = "hipower memory domain",
@@ -34,5 +36,6 @@ uct_component_t uct_hipower_component = {
     .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(
                                   &uct_hipower_component),
     .flags              = 0,
-    .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function
+    .md_vfs_init        = HIPOWER_UCX_FUNC(uct_component_md_vfs_init_func_t,
+                                           ucs_empty_function)
 };

@@ -786,12 +786,57 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
         return status;
     }
 
-    ep->flags |= UCT_HIPOWER_EP_FLAG_CONNECTED;
+    ep->peer.dev = *peer_dev;
+    ep->flags   |= UCT_HIPOWER_EP_FLAG_CONNECTED;
     ucs_debug(UCT_HIPOWER_EP_FMT ": connected, %u peer slots %u bytes apart, "
               "recycle below %u free", UCT_HIPOWER_EP_ARG(ep),
               ep_addr->num_slots, ep_addr->slot_stride, ep->tx.threshold);
     return UCS_OK;
 }
+
+#if HIPOWER_UCX_IFACE_OPS_V2
+/* The addresses carry their own lengths' worth: nothing in params changes
+ * how they are read */
+ucs_status_t
+uct_hipower_ep_connect_to_ep_v2(uct_ep_h tl_ep,
+                                const uct_device_addr_t *dev_addr,
+                                const uct_ep_addr_t *ep_addr,
+                                const uct_ep_connect_to_ep_params_t *params)
+{
+    return uct_hipower_ep_connect_to_ep(tl_ep, dev_addr, ep_addr);
+}
+
+/* UCP asks whether an endpoint already leads to the peer it is wiring up:
+ * the same device (GID, LID) and, when given, the same remote QP */
+int uct_hipower_ep_is_connected(const uct_ep_h tl_ep,
+                                const uct_ep_is_connected_params_t *params)
+{
+    uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+    const uct_hipower_device_addr_t *dev;
+    const uct_hipower_ep_addr_t *ep_addr;
+
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED)) {
+        return 0;
+    }
+
+    if (params->field_mask & UCT_EP_IS_CONNECTED_FIELD_EP_ADDR) {
+        ep_addr = (const uct_hipower_ep_addr_t*)params->ep_addr;
+        if (ep_addr->qp_num != ep->peer.qp_num) {
+            return 0;
+        }
+    }
+
+    if (params->field_mask & UCT_EP_IS_CONNECTED_FIELD_DEVICE_ADDR) {
+        dev = (const uct_hipower_device_addr_t*)params->device_addr;
+        if ((dev->lid != ep->peer.dev.lid) ||
+            memcmp(&dev->gid, &ep->peer.dev.gid, sizeof(dev->gid))) {
+            return 0;
+        }
+    }
+
+    return 1;
+}
+#endif
 
 static ucs_status_t uct_hipower_ep_reg_ctrl(uct_hipower_ep_t *ep)
 {

@@ -108,6 +108,7 @@ typedef struct uct_hipower_ep {
         uint64_t                 written_view_addr;
         uint32_t                 ctrl_write_rkey;
         uint32_t                 qp_num;
+        uct_hipower_device_addr_t dev;        /* Connected to (is_connected) */
     } peer;
 } uct_hipower_ep_t;
 
@@ -136,6 +137,17 @@ ucs_status_t uct_hipower_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
 ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
                                           const uct_device_addr_t *dev_addr,
                                           const uct_ep_addr_t *ep_addr);
+
+#if HIPOWER_UCX_IFACE_OPS_V2
+ucs_status_t
+uct_hipower_ep_connect_to_ep_v2(uct_ep_h tl_ep,
+                                const uct_device_addr_t *dev_addr,
+                                const uct_ep_addr_t *ep_addr,
+                                const uct_ep_connect_to_ep_params_t *params);
+
+int uct_hipower_ep_is_connected(const uct_ep_h tl_ep,
+                                const uct_ep_is_connected_params_t *params);
+#endif
 
 ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
                                      const void *buffer, unsigned length);

@@ -68,10 +68,11 @@ ucs_status_t uct_hipower_iface_rx_init(uct_hipower_iface_t *iface,
         return status;
     }
 
-    return ucs_mpool_init(&iface->rx.mp, 0,
-                          iface->rx.payload_offset + iface->config.max_payload,
-                          align_offset, align, 64, UINT_MAX, &ops,
-                          "hipower_rx_copies");
+    return hipower_ucx_mpool_init(&iface->rx.mp,
+                                  iface->rx.payload_offset +
+                                  iface->config.max_payload,
+                                  align_offset, align, 64, UINT_MAX, &ops,
+                                  "hipower_rx_copies");
 }
 
 void uct_hipower_iface_rx_cleanup(uct_hipower_iface_t *iface)

@@ -186,7 +186,7 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      "credit messages; the sender posts two writes per message.",
      ucs_offsetof(uct_hipower_iface_config_t, overhead), UCS_CONFIG_TYPE_TIME},
 
-    UCT_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 128, "send",
+    HIPOWER_UCX_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 128, "send",
                                   ucs_offsetof(uct_hipower_iface_config_t, tx_mp),
                                   "\n"),
 
@@ -305,6 +305,7 @@ static ucs_status_t uct_hipower_iface_query(uct_iface_h tl_iface,
                             UCT_IFACE_FLAG_ERRHANDLE_BCOPY_LEN    |
                             UCT_IFACE_FLAG_EP_CHECK      |
                             UCT_IFACE_FLAG_CONNECT_TO_EP |
+                            HIPOWER_UCX_FLAG_INTER_NODE  |
                             UCT_IFACE_FLAG_CB_SYNC;
 
     /* am_short is inline and lands in one slot: bounded by both */
@@ -717,6 +718,7 @@ static uint32_t uct_hipower_iface_eps_possible(size_t budget, size_t stride,
 }
 
 static uct_iface_ops_t uct_hipower_iface_ops;
+static uct_iface_internal_ops_t uct_hipower_iface_internal_ops;
 
 static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
                            uct_worker_h worker,
@@ -732,7 +734,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     size_t align;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_hipower_iface_ops,
-                              &uct_base_iface_internal_ops, tl_md, worker,
+                              &uct_hipower_iface_internal_ops, tl_md, worker,
                               params, tl_config
                               UCS_STATS_ARG(NULL)
                               UCS_STATS_ARG(UCT_HIPOWER_TL_NAME));
@@ -997,8 +999,50 @@ static uct_iface_ops_t uct_hipower_iface_ops = {
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_hipower_iface_t),
     .iface_query              = uct_hipower_iface_query,
     .iface_get_device_address = uct_hipower_iface_get_device_address,
-    .iface_get_address        = (uct_iface_get_address_func_t)ucs_empty_function_return_success,
+    .iface_get_address        = HIPOWER_UCX_FUNC(uct_iface_get_address_func_t,
+                                         ucs_empty_function_return_success),
     .iface_is_reachable       = uct_hipower_iface_is_reachable
+};
+
+#if HIPOWER_UCX_IFACE_OPS_V2
+static int
+uct_hipower_iface_is_reachable_v2(const uct_iface_h tl_iface,
+                                  const uct_iface_is_reachable_params_t *params)
+{
+    if (!uct_iface_is_reachable_params_valid(
+                params, UCT_IFACE_IS_REACHABLE_FIELD_DEVICE_ADDR)) {
+        return 0;
+    }
+
+    if (!uct_hipower_iface_is_reachable(tl_iface, params->device_addr, NULL)) {
+        uct_iface_fill_info_str_buf(params, "different link layer or IB subnet");
+        return 0;
+    }
+
+    /* UCP asks with SCOPE_DEVICE for loopback lanes: our own device only */
+    return uct_iface_scope_is_reachable(tl_iface, params);
+}
+#endif
+
+/* What UCX calls beside the public ops. Since UCX 1.18 UCP calls the v2
+ * connect, reachability and is-connected ops without checking them, and
+ * the shared uct_base_iface_internal_ops of 1.13 is gone. */
+static uct_iface_internal_ops_t uct_hipower_iface_internal_ops = {
+#if HIPOWER_UCX_IFACE_QUERY_V2
+    .iface_query_v2        = uct_iface_base_query_v2,
+#endif
+    .iface_estimate_perf   = uct_base_iface_estimate_perf,
+    .iface_vfs_refresh     = HIPOWER_UCX_FUNC(uct_iface_vfs_refresh_func_t,
+                                              ucs_empty_function),
+    .ep_query              = HIPOWER_UCX_FUNC(uct_ep_query_func_t,
+                                    ucs_empty_function_return_unsupported),
+    .ep_invalidate         = HIPOWER_UCX_FUNC(uct_ep_invalidate_func_t,
+                                    ucs_empty_function_return_unsupported),
+#if HIPOWER_UCX_IFACE_OPS_V2
+    .ep_connect_to_ep_v2   = uct_hipower_ep_connect_to_ep_v2,
+    .iface_is_reachable_v2 = uct_hipower_iface_is_reachable_v2,
+    .ep_is_connected       = uct_hipower_ep_is_connected,
+#endif
 };
 
 /* One transport resource per active port of the device */

@@ -33,7 +33,7 @@ ucs_config_field_t uct_hipower_md_config_table[] = {
 
     {"", "", NULL,
      ucs_offsetof(uct_hipower_md_config_t, rcache),
-     UCS_CONFIG_TYPE_TABLE(uct_md_config_rcache_table)},
+     UCS_CONFIG_TYPE_TABLE(HIPOWER_UCX_RCACHE_CONFIG_TABLE)},
 
     {"MEM_REG_OVERHEAD", "16us",
      "Cost of one direct memory registration, reported to UCP when the\n"
@@ -156,32 +156,52 @@ static void uct_hipower_md_close(uct_md_h uct_md)
     ucs_free(md);
 }
 
+/* Host memory only, registered by the device; as UCX's ib MD no allocation
+ * of its own, but no bound either (UCX's tests size their buffers by it) */
+#define UCT_HIPOWER_MD_FLAGS \
+    (UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_NEED_RKEY)
+
 static ucs_status_t uct_hipower_md_query(uct_md_h uct_md,
-                                         uct_md_attr_t *md_attr)
+                                         hipower_ucx_md_attr_t *md_attr)
 {
     uct_hipower_md_t *md = ucs_derived_of(uct_md, uct_hipower_md_t);
 
+#if HIPOWER_UCX_MD_ATTR_V2
+    uct_md_base_md_query(md_attr);
+    md_attr->flags            = UCT_HIPOWER_MD_FLAGS;
+    md_attr->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    md_attr->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    /* UCP keeps a registration cache of its own unless the MD caches */
+    md_attr->cache_mem_types  = (md->rcache != NULL) ?
+                                UCS_BIT(UCS_MEMORY_TYPE_HOST) : 0;
+    md_attr->max_alloc        = ULONG_MAX;
+    md_attr->max_reg          = ULONG_MAX;
+    /* Unique per device, as UCX's ib MD: component name, then the GUID */
+    ucs_snprintf_zero(md_attr->global_id, sizeof(md_attr->global_id),
+                      "%s", md->super.component->name);
+    memcpy(md_attr->global_id + sizeof(md_attr->global_id) - sizeof(uint64_t),
+           &md->guid, sizeof(md->guid));
+#else
     memset(md_attr, 0, sizeof(*md_attr));
-    md_attr->cap.flags            = UCT_MD_FLAG_REG       |
-                                    UCT_MD_FLAG_NEED_MEMH |
-                                    UCT_MD_FLAG_NEED_RKEY;
+    md_attr->cap.flags            = UCT_HIPOWER_MD_FLAGS;
     md_attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     md_attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    /* As UCX's ib MD: no allocation of its own, but no bound either (UCX's
-     * tests size their buffers by it) */
     md_attr->cap.max_alloc        = ULONG_MAX;
     md_attr->cap.max_reg          = ULONG_MAX;
+    memset(&md_attr->local_cpus, 0xff, sizeof(md_attr->local_cpus));
+#endif
     md_attr->rkey_packed_size     = sizeof(uint32_t);
     md_attr->reg_cost             = md->reg_cost;
-    memset(&md_attr->local_cpus, 0xff, sizeof(md_attr->local_cpus));
     return UCS_OK;
 }
 
 static ucs_status_t uct_hipower_mem_reg(uct_md_h uct_md, void *address,
-                                        size_t length, unsigned flags,
+                                        size_t length,
+                                        HIPOWER_UCX_MEM_REG_ARG(params),
                                         uct_mem_h *memh_p)
 {
     uct_hipower_md_t *md = ucs_derived_of(uct_md, uct_hipower_md_t);
+    unsigned flags       = HIPOWER_UCX_MEM_REG_FLAGS(params);
     uct_hipower_mem_t *mem;
     ucs_status_t status;
 
@@ -218,15 +238,18 @@ uct_hipower_mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_params_t *params)
 }
 
 static ucs_status_t uct_hipower_mem_rcache_reg(uct_md_h uct_md, void *address,
-                                               size_t length, unsigned flags,
+                                               size_t length,
+                                               HIPOWER_UCX_MEM_REG_ARG(params),
                                                uct_mem_h *memh_p)
 {
     uct_hipower_md_t *md = ucs_derived_of(uct_md, uct_hipower_md_t);
+    unsigned flags       = HIPOWER_UCX_MEM_REG_FLAGS(params);
     ucs_rcache_region_t *rregion;
     ucs_status_t status;
 
-    status = ucs_rcache_get(md->rcache, address, length, PROT_READ | PROT_WRITE,
-                            &flags, &rregion);
+    status = hipower_ucx_rcache_get(md->rcache, address, length,
+                                    ucs_get_page_size(), PROT_READ | PROT_WRITE,
+                                    &flags, &rregion);
     if (status != UCS_OK) {
         return status;
     }
@@ -250,6 +273,7 @@ uct_hipower_mem_rcache_dereg(uct_md_h uct_md,
 }
 
 static ucs_status_t uct_hipower_mkey_pack(uct_md_h uct_md, uct_mem_h memh,
+                                          HIPOWER_UCX_MKEY_PACK_RANGE_ARGS
                                           const uct_md_mkey_pack_params_t *params,
                                           void *rkey_buffer)
 {
@@ -259,6 +283,7 @@ static ucs_status_t uct_hipower_mkey_pack(uct_md_h uct_md, uct_mem_h memh,
 
 ucs_status_t uct_hipower_rkey_unpack(uct_component_t *component,
                                      const void *rkey_buffer,
+                                     HIPOWER_UCX_RKEY_UNPACK_PARAMS_ARG
                                      uct_rkey_t *rkey_p, void **handle_p)
 {
     *rkey_p   = *(const uint32_t*)rkey_buffer;
@@ -266,33 +291,33 @@ ucs_status_t uct_hipower_rkey_unpack(uct_component_t *component,
     return UCS_OK;
 }
 
-static uct_md_ops_t uct_hipower_md_ops = {
-    .close                  = uct_hipower_md_close,
-    .query                  = uct_hipower_md_query,
-    .mem_alloc              = (uct_md_mem_alloc_func_t)ucs_empty_function_return_unsupported,
-    .mem_free               = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported,
-    .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
-    .mem_reg                = uct_hipower_mem_reg,
-    .mem_dereg              = uct_hipower_mem_dereg,
-    .mem_query              = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
-    .mkey_pack              = uct_hipower_mkey_pack,
-    .is_sockaddr_accessible = ucs_empty_function_return_zero_int,
-    .detect_memory_type     = ucs_empty_function_return_unsupported,
-};
+/* The two MD op tables differ only in how memory is registered */
+#define UCT_HIPOWER_MD_OPS(_mem_reg, _mem_dereg) { \
+    .close              = uct_hipower_md_close, \
+    .query              = uct_hipower_md_query, \
+    .mem_alloc          = HIPOWER_UCX_FUNC(uct_md_mem_alloc_func_t, \
+                                  ucs_empty_function_return_unsupported), \
+    .mem_free           = HIPOWER_UCX_FUNC(uct_md_mem_free_func_t, \
+                                  ucs_empty_function_return_unsupported), \
+    .mem_advise         = HIPOWER_UCX_FUNC(uct_md_mem_advise_func_t, \
+                                  ucs_empty_function_return_unsupported), \
+    .mem_reg            = _mem_reg, \
+    .mem_dereg          = _mem_dereg, \
+    .mem_query          = HIPOWER_UCX_FUNC(uct_md_mem_query_func_t, \
+                                  ucs_empty_function_return_unsupported), \
+    .mkey_pack          = uct_hipower_mkey_pack, \
+    HIPOWER_UCX_MD_OPS_SOCKADDR \
+    HIPOWER_UCX_MD_OPS_MEM_ATTACH \
+    .detect_memory_type = HIPOWER_UCX_FUNC(uct_md_detect_memory_type_func_t, \
+                                  ucs_empty_function_return_unsupported), \
+}
 
-static uct_md_ops_t uct_hipower_md_rcache_ops = {
-    .close                  = uct_hipower_md_close,
-    .query                  = uct_hipower_md_query,
-    .mem_alloc              = (uct_md_mem_alloc_func_t)ucs_empty_function_return_unsupported,
-    .mem_free               = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported,
-    .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
-    .mem_reg                = uct_hipower_mem_rcache_reg,
-    .mem_dereg              = uct_hipower_mem_rcache_dereg,
-    .mem_query              = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
-    .mkey_pack              = uct_hipower_mkey_pack,
-    .is_sockaddr_accessible = ucs_empty_function_return_zero_int,
-    .detect_memory_type     = ucs_empty_function_return_unsupported,
-};
+static uct_md_ops_t uct_hipower_md_ops =
+        UCT_HIPOWER_MD_OPS(uct_hipower_mem_reg, uct_hipower_mem_dereg);
+
+static uct_md_ops_t uct_hipower_md_rcache_ops =
+        UCT_HIPOWER_MD_OPS(uct_hipower_mem_rcache_reg,
+                           uct_hipower_mem_rcache_dereg);
 
 static ucs_status_t
 uct_hipower_rcache_mem_reg_cb(void *context, ucs_rcache_t *rcache, void *arg,
@@ -335,6 +360,7 @@ static void uct_hipower_rcache_dump_region_cb(void *context,
 }
 
 static ucs_rcache_ops_t uct_hipower_rcache_ops = {
+    HIPOWER_UCX_RCACHE_OPS_MERGE
     .mem_reg     = uct_hipower_rcache_mem_reg_cb,
     .mem_dereg   = uct_hipower_rcache_mem_dereg_cb,
     .dump_region = uct_hipower_rcache_dump_region_cb
@@ -354,9 +380,9 @@ uct_hipower_md_init_rcache(uct_hipower_md_t *md,
         return UCS_OK;
     }
 
-    uct_md_set_rcache_params(&params, &config->rcache);
+    hipower_ucx_rcache_set_params(&params, &config->rcache);
+    hipower_ucx_rcache_set_alignment(&params, ucs_get_page_size());
     params.region_struct_size = sizeof(uct_hipower_rcache_region_t);
-    params.max_alignment      = ucs_get_page_size();
     params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
     params.context            = md;
     params.ops                = &uct_hipower_rcache_ops;
@@ -376,7 +402,7 @@ uct_hipower_md_init_rcache(uct_hipower_md_t *md,
 
     md->super.ops = &uct_hipower_md_rcache_ops;
     md->reg_cost  = ucs_linear_func_make(
-            uct_md_rcache_overhead(&config->rcache), 0);
+            hipower_ucx_rcache_overhead(&config->rcache), 0);
     return UCS_OK;
 }
 
@@ -430,6 +456,7 @@ ucs_status_t uct_hipower_md_open(uct_component_t *component,
 
     ucs_snprintf_zero(md->name, sizeof(md->name), "%s", md_name);
     md->super.component = component;
+    md->guid            = ibv_get_device_guid(device);
     md->ibv_context     = ibv_open_device(device);
     if (md->ibv_context == NULL) {
         ucs_error("hipower %s: ibv_open_device() failed: %m", md_name);

@@ -4,6 +4,8 @@
 #ifndef UCT_HIPOWER_MD_H_
 #define UCT_HIPOWER_MD_H_
 
+#include "hipower_ucx_compat.h"
+
 #include <uct/base/uct_md.h>
 #include <ucs/memory/rcache.h>
 #include <ucs/type/spinlock.h>
@@ -53,6 +55,7 @@ typedef struct uct_hipower_async_event {
 typedef struct uct_hipower_md {
     uct_md_t                 super;
     struct ibv_context       *ibv_context; /* Opened verbs device */
+    uint64_t                 guid;         /* Node GUID (MD global id) */
     struct ibv_pd            *pd;          /* Protection domain */
     ucs_rcache_t             *rcache;      /* Registration cache, or NULL */
     ucs_linear_func_t        reg_cost;     /* Reported registration cost */
@@ -73,7 +76,7 @@ typedef struct uct_hipower_md {
 typedef struct uct_hipower_md_config {
     uct_md_config_t          super;
     ucs_ternary_auto_value_t rcache_enable;
-    uct_md_rcache_config_t   rcache;
+    hipower_ucx_rcache_config_t rcache;
     ucs_linear_func_t        uncached_reg_cost;
 } uct_hipower_md_config_t;
 
@@ -94,6 +97,7 @@ ucs_status_t uct_hipower_md_open(uct_component_t *component,
 
 ucs_status_t uct_hipower_rkey_unpack(uct_component_t *component,
                                      const void *rkey_buffer,
+                                     HIPOWER_UCX_RKEY_UNPACK_PARAMS_ARG
                                      uct_rkey_t *rkey_p, void **handle_p);
 
 /**
