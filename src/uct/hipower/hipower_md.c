@@ -308,6 +308,7 @@ ucs_status_t uct_hipower_rkey_unpack(uct_component_t *component,
     .mkey_pack          = uct_hipower_mkey_pack, \
     HIPOWER_UCX_MD_OPS_SOCKADDR \
     HIPOWER_UCX_MD_OPS_MEM_ATTACH \
+    HIPOWER_UCX_MD_OPS_MEM_ELEM_PACK \
     .detect_memory_type = HIPOWER_UCX_FUNC(uct_md_detect_memory_type_func_t, \
                                   ucs_empty_function_return_unsupported), \
 }
@@ -383,6 +384,7 @@ uct_hipower_md_init_rcache(uct_hipower_md_t *md,
     hipower_ucx_rcache_set_params(&params, &config->rcache);
     hipower_ucx_rcache_set_alignment(&params, ucs_get_page_size());
     params.region_struct_size = sizeof(uct_hipower_rcache_region_t);
+    params.flags             |= HIPOWER_UCX_RCACHE_FLAGS;
     params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
     params.context            = md;
     params.ops                = &uct_hipower_rcache_ops;

@@ -119,6 +119,15 @@ typedef uct_md_attr_t hipower_ucx_md_attr_t;
 #  define HIPOWER_UCX_MD_OPS_MEM_ATTACH
 #endif
 
+/* 1.22: packing a memory element for device-initiated transfers */
+#if HIPOWER_UCX_MD_MEM_ELEM_PACK_OP
+#  define HIPOWER_UCX_MD_OPS_MEM_ELEM_PACK \
+    .mem_elem_pack = HIPOWER_UCX_FUNC(uct_md_mem_elem_pack_func_t, \
+                                      ucs_empty_function_return_unsupported),
+#else
+#  define HIPOWER_UCX_MD_OPS_MEM_ELEM_PACK
+#endif
+
 
 /*
  * Component: rkey_unpack takes a parameter struct (1.20), and rkey_compare
@@ -169,6 +178,14 @@ typedef uct_md_rcache_config_t hipower_ucx_rcache_config_t;
 #  define HIPOWER_UCX_RCACHE_CONFIG_TABLE uct_md_config_rcache_table
 #  define hipower_ucx_rcache_set_params   uct_md_set_rcache_params
 #  define hipower_ucx_rcache_overhead     uct_md_rcache_overhead
+#endif
+
+/* Since 1.22 the cache locks its LRU list only when told that nothing
+ * else serializes its users; hipower's MD has no lock of its own */
+#if HIPOWER_UCX_RCACHE_NEED_LRU_LOCK
+#  define HIPOWER_UCX_RCACHE_FLAGS UCS_RCACHE_FLAG_NEED_LRU_LOCK
+#else
+#  define HIPOWER_UCX_RCACHE_FLAGS 0
 #endif
 
 /* Registrations are page-aligned: the cache's alignment where the cache
