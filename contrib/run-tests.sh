@@ -3,7 +3,11 @@
 # builds UCX's own UCT gtest suite once (contrib/ucx-gtest.sh), runs the
 # Check unit tests (make check) and the tests on a real verbs stack (make
 # rig-check: Soft-RoCE in a QEMU guest, or RDMA hardware if present; UCX's
-# gtest suite among them).
+# gtest suite among them); then builds hipower against UCX 1.18.1 and
+# 1.22.0 (contrib/build-for-ucx.sh, which builds those UCX releases from
+# their source archives once per machine) and runs the unit tests and the
+# rig tests that go through UCX's API against each (test/rig-tests/
+# run-other-ucx). HIPOWER_OTHER_UCX="1.22.0" picks versions, "" skips them.
 # Exits non-zero if anything fails; ends with "total: N passed, N failed".
 set -u -o pipefail
 
@@ -30,6 +34,25 @@ stage "rig tests (make rig-check)"
 make -s rig-check 2>&1 | tee rig-tests.log
 rig_rc=${PIPESTATUS[0]}
 
+stage "other UCX versions: ${HIPOWER_OTHER_UCX-1.18.1 1.22.0} (UCX built once per machine, about 4 minutes each)"
+other_builds=() other_bad=0 other_summary=() other_rig_rc=0
+: > other-ucx-unit.log
+for v in ${HIPOWER_OTHER_UCX-1.18.1 1.22.0}; do
+    if b=$(contrib/build-for-ucx.sh "$v" --check); then
+        other_builds+=("$b")
+    else
+        other_bad=$((other_bad + 1))
+        other_summary+=("UCX $v: could not build or unit-test hipower (see above); its rig tests did not run")
+    fi
+    check_log=.cache/hipower-ucx-$v/check.log
+    [ -r "$check_log" ] && sed -n "s/^\(.*Checks:.*\)/UCX $v \1/p" "$check_log" >> other-ucx-unit.log
+done
+: > other-ucx-tests.log
+if [ ${#other_builds[@]} -gt 0 ]; then
+    make -s rig-check-other-ucx OTHER_UCX_BUILDS="${other_builds[*]}" 2>&1 | tee other-ucx-tests.log
+    other_rig_rc=${PIPESTATUS[0]}
+fi
+
 # Check prints "NN%: Checks: T, Failures: F, Errors: E"
 read -r u_total u_bad < <(sed -n 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p' unit-tests.log |
                           awk '{ t += $1; b += $2 + $3 } END { print t + 0, b + 0 }')
@@ -40,6 +63,17 @@ r_pass=${r_pass:-0} r_fail=${r_fail:-0}
 # A suite that could not run at all counts as one failure
 [ "$unit_rc" != 0 ] && [ "$u_bad" = 0 ] && u_bad=1
 [ "$rig_rc" != 0 ] && [ "$r_fail" = 0 ] && r_fail=1
+# Other UCX versions: their unit tests' and rig tests' counts, per version
+read -r o_total o_bad < <(sed -n 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p' other-ucx-unit.log |
+                          awk '{ t += $1; b += $2 + $3 } END { print t + 0, b + 0 }')
+read -r o_pass o_fail < <(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' other-ucx-tests.log |
+                          awk '{ p += $1; f += $2 } END { print p + 0, f + 0 }')
+while read -r line; do other_summary+=("$line"); done < <(
+    awk '/^==== UCX / { v = $3 } /^[0-9]+ passed, [0-9]+ failed/ && v != "" { r[v] = $1 " passed, " $3 " failed" }
+         END { for (v in r) print "UCX " v " rig tests (loader, UCT transport program, ucx_perftest, UCP consumer): " r[v] }' other-ucx-tests.log)
+while read -r v rest; do other_summary+=("UCX $v unit tests: $rest"); done < <(sed 's/^UCX //' other-ucx-unit.log)
+[ "$other_rig_rc" != 0 ] && [ "$o_fail" = 0 ] && o_fail=1
+o_fail=$((o_fail + o_bad + other_bad))
 
 stage "summary"
 echo "unit tests: $((u_total - u_bad)) of $u_total passed (make check exit $unit_rc)"
@@ -48,5 +82,6 @@ echo "rig tests:  $r_pass passed, $r_fail failed (make rig-check exit $rig_rc)"
 gtest_line=$(sed -n 's/^ *\(gtest: [0-9]* passed, .*\)/\1/p' rig-tests.log | tail -1)
 echo "UCX UCT ${gtest_line:-gtest: did not run}"
 [ "$gtest_build_rc" != 0 ] && echo "UCX's gtest suite could not be built (contrib/ucx-gtest.sh exit $gtest_build_rc; see above)"
-echo "total: $((u_total - u_bad + r_pass)) passed, $((u_bad + r_fail)) failed"
-[ "$unit_rc" = 0 ] && [ "$rig_rc" = 0 ] && [ "$gtest_build_rc" = 0 ]
+for line in "${other_summary[@]}"; do echo "$line"; done | sort
+echo "total: $((u_total - u_bad + r_pass + o_total - o_bad + o_pass)) passed, $((u_bad + r_fail + o_fail)) failed"
+[ "$unit_rc" = 0 ] && [ "$rig_rc" = 0 ] && [ "$gtest_build_rc" = 0 ] && [ "$o_fail" = 0 ]

@@ -26,12 +26,17 @@ check_final() {
     printf '%-34s lat %8s us  rate %8s msg/s\n' "$what" "${f[2]}" "${f[8]}"
 }
 
-for mode in self push pull; do
+# Lighter runs (run-other-ucx): HIPOWER_PERFTEST_MODES (or
+# HIPOWER_TEST_MODES): fewer modes; HIPOWER_PERFTEST_SIZES: these sizes
+# ("max" = the largest slot payload) in every mode;
+# HIPOWER_PERFTEST_COUNTERS=n: not the two counter runs below
+for mode in ${HIPOWER_PERFTEST_MODES:-${HIPOWER_TEST_MODES:-self push pull}}; do
     export UCX_HIPOWER_NOTIFY=$mode
     # Every size in the default mode; the others share its frame and are
     # covered message by message by t_uct_transport: fewer sizes
     sizes="8 64 1024 4096 $max"
     [ $mode = self ] || sizes="8 1024 $max"
+    [ -n "${HIPOWER_PERFTEST_SIZES:-}" ] && sizes=${HIPOWER_PERFTEST_SIZES//max/$max}
     for test in am_lat am_bw; do
         for size in $sizes; do
             for layout in short bcopy zcopy; do
@@ -45,6 +50,11 @@ for mode in self push pull; do
         done
     done
 done
+
+if [ "${HIPOWER_PERFTEST_COUNTERS:-y}" = n ]; then
+    echo "ok (counter runs left out: HIPOWER_PERFTEST_COUNTERS=n)"
+    exit 0
+fi
 
 # The batching, from the counters of a sustained am_bcopy 1 KB stream in
 # the default mode

@@ -13,7 +13,10 @@ ucp_start_server --timeout 600
 UCX_LOG_LEVEL=info ucp_start_client --timeout 600
 ucp_wait "$CLIENT_PID" client 660; client_rc=$WAIT_RC; CLIENT_PID=
 ucp_wait "$SERVER_PID" server 60; server_rc=$WAIT_RC; SERVER_PID=
-grep -E '^(ok|FAIL)|ep_cfg|UCX  (ERROR|WARN)' "$UCP_LOGS/client" | sed 's/^/client: /'
+# UCP's info line naming each endpoint configuration's lanes: "ep_cfg[N]:
+# tag(...)" up to UCX 1.17, "<context> inter-node cfg#N tag(...)" since
+lanes_line='(ep_cfg\[[0-9]+\]: |cfg#[0-9]+ )tag\('
+grep -E "^(ok|FAIL)|$lanes_line|UCX  (ERROR|WARN)" "$UCP_LOGS/client" | sed 's/^/client: /'
 grep -E '^(ok|FAIL)|UCX  (ERROR|WARN)' "$UCP_LOGS/server" | sed 's/^/server: /'
 ucp_check_clean client
 ucp_check_clean server
@@ -27,7 +30,7 @@ for phase in 'tag blocking' 'tag non-blocking' 'tag unexpected burst' stream am 
         grep -q "^ok: $phase " "$UCP_LOGS/$side" || fail "$side: no 'ok: $phase' line"
     done
 done
-grep -q "ep_cfg\[[0-9]*\]: tag($UCP_TL/" "$UCP_LOGS/client" ||
+grep -q -E "${lanes_line}$UCP_TL/" "$UCP_LOGS/client" ||
     fail "UCP did not put its tag lane on $UCP_TL"
 echo "ok: all ucp_consumer phases over $UCX_TLS"
 

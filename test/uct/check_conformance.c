@@ -811,7 +811,7 @@ static ucs_status_t open_b_aligned(const char *dev, size_t align,
 
     ck_assert_int_eq(uct_md_iface_config_read(side_b.md, "hipower", NULL,
                                               NULL, &config), UCS_OK);
-    ck_assert_int_eq(uct_config_modify(config, "HOLD_SLOTS", hold_slots),
+    ck_assert_int_eq(fixture_config_modify(config, "HOLD_SLOTS", hold_slots),
                      UCS_OK);
     memset(&params, 0, sizeof(params));
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |

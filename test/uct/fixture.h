@@ -108,6 +108,8 @@ extern zbuf_t         zbufs[ZCOPY_BUFS];
 extern unsigned       ep_errors_a;    /* Interface A's error handler calls */
 extern ucs_status_t   ep_error_status;
 
+ucs_status_t fixture_config_modify(void *config, const char *name,
+                                   const char *value);
 unsigned next_rand(void);
 uint32_t checksum(const uint8_t *p, size_t n);
 void fill_message(void *buf, uint32_t pair, uint32_t seq, uint8_t am_id,

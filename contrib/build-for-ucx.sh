@@ -1,0 +1,76 @@
+#!/bin/bash
+# build-for-ucx.sh: builds hipower, with -Werror, against a UCX other than
+# the system's (1.18.1 or 1.22.0, built by contrib/ucx-build.sh into the
+# cache first if needed), in a build directory of its own in the cache:
+# the plugin, the unit tests and the programs the rig tests run.
+#
+#   contrib/build-for-ucx.sh VERSION [--check]
+#
+# Prints the build directory (.cache/hipower-ucx-VERSION/build). With
+# --check, also runs the unit tests there (make check) and ends with their
+# Check verdict line.
+#
+# The main build is made in the source tree, and autotools refuse to build
+# out of a configured tree; so the sources (git's tracked and untracked,
+# not ignored, files) are copied to .cache/hipower-ucx-VERSION/src first and
+# built from there (an unconfigured tree without git is built from in
+# place).
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+version=${1:-}
+check=0
+[ "${2:-}" = --check ] && check=1
+case "$version" in
+    1.18.1|1.22.0) ;;
+    *) echo "usage: $(basename "$0") 1.18.1|1.22.0 [--check]" >&2; exit 2 ;;
+esac
+log() { echo "build-for-ucx: UCX $version: $*" >&2; }
+
+prefix=$("$ROOT/contrib/ucx-build.sh" "$version") || exit 1
+ucx_src=$ROOT/.cache/ucx-$version/ucx-$version
+top=$ROOT/.cache/hipower-ucx-$version
+build=$top/build
+mkdir -p "$build" || exit 1
+rm -f "$top/check.log"
+
+if git -C "$ROOT" rev-parse --is-inside-work-tree > /dev/null 2>&1; then
+    # Files that left the tree would linger in the copy: start afresh
+    rm -rf "$top/src"
+    mkdir -p "$top/src"
+    (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard |
+         xargs -0 -r sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh |
+         tar --null -T - -cf -) | tar -xf - -C "$top/src" || {
+        log "copying the sources to $top/src failed"; exit 1; }
+    srcdir=$top/src
+    (cd "$srcdir" && ./autogen.sh > "$top/autogen.log" 2>&1) || {
+        cat "$top/autogen.log" >&2; log "autogen failed"; exit 1; }
+elif [ ! -e "$ROOT/config.status" ]; then
+    srcdir=$ROOT
+    [ -x "$srcdir/configure" ] || (cd "$srcdir" && ./autogen.sh) || exit 1
+else
+    log "$ROOT is configured in place and is not a git checkout: run 'make distclean' there, or build from a release tarball"
+    exit 1
+fi
+
+cd "$build" || exit 1
+log "configure against $prefix (source $ucx_src)"
+PKG_CONFIG_PATH=$prefix/lib/pkgconfig "$srcdir/configure" -q \
+    --with-ucx-src="$ucx_src" --enable-werror > "$top/configure.log" 2>&1 || {
+    tail -20 "$top/configure.log" >&2; log "configure failed (log: $top/configure.log)"; exit 1; }
+log "make"
+make -s -j"$(nproc)" rig-check-programs > "$top/make.log" 2>&1 || {
+    tail -30 "$top/make.log" >&2; log "make failed (log: $top/make.log)"; exit 1; }
+if [ "$check" = 1 ]; then
+    log "make check (unit tests, against UCX $version's libraries)"
+    # The test binary links that UCX's libraries (hipower-run does the
+    # same for the programs the rig tests start)
+    LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+        make -s -j"$(nproc)" check > "$top/check.log" 2>&1
+    rc=$?
+    grep -E '^[0-9]+%: Checks' "$top/check.log" >&2 ||
+        tail -30 "$top/check.log" >&2
+    grep -E '^ *[^ ]*:[0-9]+:[EF]:' "$top/check.log" | head -20 >&2
+    [ "$rc" = 0 ] || { log "make check failed (log: $top/check.log)"; exit 1; }
+fi
+echo "$build"
