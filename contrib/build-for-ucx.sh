@@ -6,15 +6,18 @@
 #
 #   contrib/build-for-ucx.sh VERSION [--check]
 #
-# Prints the build directory (.cache/hipower-ucx-VERSION/build). With
-# --check, also runs the unit tests there (make check) and ends with their
-# Check verdict line.
+# Prints the build directory (.cache/hipower-ucx-VERSION/build) when the
+# build succeeded. With --check, also runs the unit tests there (make
+# check; log: .cache/hipower-ucx-VERSION/check.log) and prints their Check
+# verdict line on stderr. Exit status: 0 ok, 1 no build, 3 built but the
+# unit tests failed (the build directory is printed all the same).
 #
 # The main build is made in the source tree, and autotools refuse to build
-# out of a configured tree; so the sources (git's tracked and untracked,
-# not ignored, files) are copied to .cache/hipower-ucx-VERSION/src first and
-# built from there (an unconfigured tree without git is built from in
-# place).
+# out of a configured tree; so the sources are copied to
+# .cache/hipower-ucx-VERSION/src first and built from there: git's tracked
+# and untracked (not ignored) files in a checkout, the distribution
+# (make distdir) of a configured tree without git; an unconfigured tree
+# without git is built from in place.
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,30 +30,33 @@ case "$version" in
 esac
 log() { echo "build-for-ucx: UCX $version: $*" >&2; }
 
-prefix=$("$ROOT/contrib/ucx-build.sh" "$version") || exit 1
-ucx_src=$ROOT/.cache/ucx-$version/ucx-$version
 top=$ROOT/.cache/hipower-ucx-$version
 build=$top/build
-mkdir -p "$build" || exit 1
+# No verdict of an earlier run may survive a failure of this one
 rm -f "$top/check.log"
+prefix=$("$ROOT/contrib/ucx-build.sh" "$version") || exit 1
+ucx_src=$ROOT/.cache/ucx-$version/ucx-$version
+mkdir -p "$build" || exit 1
 
 if git -C "$ROOT" rev-parse --is-inside-work-tree > /dev/null 2>&1; then
     # Files that left the tree would linger in the copy: start afresh
     rm -rf "$top/src"
     mkdir -p "$top/src"
     (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard |
-         xargs -0 -r sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh |
+         xargs -0 -r sh -c 'for f; do [ ! -e "$f" ] || printf "%s\0" "$f"; done' sh |
          tar --null -T - -cf -) | tar -xf - -C "$top/src" || {
         log "copying the sources to $top/src failed"; exit 1; }
     srcdir=$top/src
     (cd "$srcdir" && ./autogen.sh > "$top/autogen.log" 2>&1) || {
         cat "$top/autogen.log" >&2; log "autogen failed"; exit 1; }
-elif [ ! -e "$ROOT/config.status" ]; then
-    srcdir=$ROOT
-    [ -x "$srcdir/configure" ] || (cd "$srcdir" && ./autogen.sh) || exit 1
+elif [ -e "$ROOT/config.status" ]; then
+    rm -rf "$top/src"
+    make -s -C "$ROOT" distdir distdir="$top/src" > "$top/distdir.log" 2>&1 || {
+        cat "$top/distdir.log" >&2; log "make distdir in $ROOT failed"; exit 1; }
+    srcdir=$top/src
 else
-    log "$ROOT is configured in place and is not a git checkout: run 'make distclean' there, or build from a release tarball"
-    exit 1
+    srcdir=$ROOT
+    [ -x "$srcdir/configure" ] || (cd "$srcdir" && ./autogen.sh >&2) || exit 1
 fi
 
 cd "$build" || exit 1
@@ -71,6 +77,10 @@ if [ "$check" = 1 ]; then
     grep -E '^[0-9]+%: Checks' "$top/check.log" >&2 ||
         tail -30 "$top/check.log" >&2
     grep -E '^ *[^ ]*:[0-9]+:[EF]:' "$top/check.log" | head -20 >&2
-    [ "$rc" = 0 ] || { log "make check failed (log: $top/check.log)"; exit 1; }
+    if [ "$rc" != 0 ]; then
+        log "make check failed (log: $top/check.log)"
+        echo "$build"
+        exit 3
+    fi
 fi
 echo "$build"

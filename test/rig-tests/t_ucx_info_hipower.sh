@@ -14,7 +14,7 @@ if [ "$(printf '%s\n' 1.22 "$version" | sort -V | head -1)" = 1.22 ]; then
 else
     want=LD_PRELOAD not=UCX_PLUGIN_PATH
 fi
-settings=$(env -u LD_PRELOAD -u UCX_PLUGIN_PATH hipower-run --print sh) ||
+settings=$(env -u LD_PRELOAD -u UCX_PLUGIN_PATH -u HIPOWER_LOAD hipower-run --print sh) ||
     fail "hipower-run --print failed"
 grep -q "^export $want=" <<< "$settings" && ! grep -q "^export $not=" <<< "$settings" ||
     fail "UCX $version: hipower-run should load by $want alone; it sets: $settings"

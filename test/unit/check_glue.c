@@ -109,8 +109,8 @@ START_TEST(test_run_loads_plugin_into_consumer)
     /* The mechanism is the one this UCX has: UCX_PLUGIN_PATH on >= 1.22,
      * with nothing preloaded; LD_PRELOAD before */
     snprintf(command, sizeof(command),
-             "env -u LD_PRELOAD -u UCX_PLUGIN_PATH HIPOWER_PLUGIN=%s %s "
-             "/bin/sh -c 'echo \"preload=${LD_PRELOAD-unset} "
+             "env -u LD_PRELOAD -u UCX_PLUGIN_PATH -u HIPOWER_LOAD HIPOWER_PLUGIN=%s "
+             "%s /bin/sh -c 'echo \"preload=${LD_PRELOAD-unset} "
              "plugin_path=${UCX_PLUGIN_PATH-unset}\"'",
              HIPOWER_TEST_PLUGIN, HIPOWER_TEST_RUN);
     output = run(command, &status);
