@@ -3,11 +3,12 @@
 # builds UCX's own UCT gtest suite once (contrib/ucx-gtest.sh), runs the
 # Check unit tests (make check) and the tests on a real verbs stack (make
 # rig-check: Soft-RoCE in a QEMU guest, or RDMA hardware if present; UCX's
-# gtest suite among them); then builds hipower against UCX 1.18.1 and
-# 1.22.0 (contrib/build-for-ucx.sh, which builds those UCX releases from
-# their source archives once per machine) and runs the unit tests and the
-# rig tests that go through UCX's API against each (test/rig-tests/
-# run-other-ucx). HIPOWER_OTHER_UCX="1.22.0" picks versions, "" skips them.
+# gtest suite among them). Against UCX 1.18.1 and 1.22.0 as well: hipower
+# builds for them (contrib/build-for-ucx.sh, which builds those UCX
+# releases from their source archives once per machine) in the background
+# while the rig runs, their unit tests run, then the rig tests that go
+# through UCX's API (test/rig-tests/run-other-ucx) run beside UCX's gtest
+# suite. HIPOWER_OTHER_UCX="1.22.0" picks versions, "" skips them.
 # Exits non-zero if anything fails; ends with "total: N passed, N failed".
 set -u -o pipefail
 
@@ -20,7 +21,7 @@ stage "install dependencies"
 contrib/install-deps.sh || exit 1
 stage "build"
 contrib/build.sh || exit 1
-stage "UCX's UCT gtest suite (built once per machine, about 12 minutes)"
+stage "UCX's UCT gtest suite: build (once per machine, about 11 minutes)"
 # A failed build is not the end: the other tests still run and the gtest
 # rig test reports the suite as failed
 gtest_build_rc=0
@@ -30,16 +31,30 @@ stage "unit tests (make check)"
 make -s check 2>&1 | tee unit-tests.log
 unit_rc=${PIPESTATUS[0]}
 
-stage "rig tests (make rig-check)"
-make -s rig-check 2>&1 | tee rig-tests.log
+other_versions=${HIPOWER_OTHER_UCX-1.18.1 1.22.0}
+# hipower for the other UCX versions (and those UCX releases, once per
+# machine) builds in the background at the lowest priority while the rig
+# runs: the rig keeps about one of the machine's cores busy
+rm -f other-ucx-build-*
+(for v in $other_versions; do
+     nice -n 19 contrib/build-for-ucx.sh "$v" --check \
+         > "other-ucx-build-$v.out" 2> "other-ucx-build-$v.log"
+     echo $? > "other-ucx-build-$v.rc"
+ done) &
+builds_pid=$!
+
+stage "rig tests (make rig-check-main; building for UCX ${other_versions:-(none)} beside it)"
+make -s rig-check-main 2>&1 | tee rig-tests.log
 rig_rc=${PIPESTATUS[0]}
 
-stage "other UCX versions: ${HIPOWER_OTHER_UCX-1.18.1 1.22.0} (UCX built once per machine, about 4 minutes each)"
+stage "other UCX versions: builds and unit tests (${other_versions:-none: HIPOWER_OTHER_UCX is empty})"
+wait "$builds_pid"
 other_builds=() other_bad=0 other_summary=() other_rig_rc=0
 : > other-ucx-unit.log
-for v in ${HIPOWER_OTHER_UCX-1.18.1 1.22.0}; do
-    b=$(contrib/build-for-ucx.sh "$v" --check)
-    rc=$?
+for v in $other_versions; do
+    cat "other-ucx-build-$v.log"
+    b=$(cat "other-ucx-build-$v.out" 2> /dev/null)
+    rc=$(cat "other-ucx-build-$v.rc" 2> /dev/null || echo 1)
     check_log=.cache/hipower-ucx-$v/check.log
     checks=
     [ -r "$check_log" ] && checks=$(sed -n "s/^\(.*Checks:.*\)/UCX $v \1/p" "$check_log")
@@ -57,11 +72,22 @@ for v in ${HIPOWER_OTHER_UCX-1.18.1 1.22.0}; do
            other_summary+=("UCX $v: could not build hipower (see above); its unit and rig tests did not run") ;;
     esac
 done
+
+# UCX's gtest suite keeps one core busy in a rig of its own (one device):
+# the other versions' rig tests (two devices) run beside it, and its
+# output follows theirs
+stage "UCX's UCT gtest suite (make rig-check-gtest) beside the other UCX versions' rig tests"
+make -s rig-check-gtest > gtest-rig.log 2>&1 &
+gtest_pid=$!
 : > other-ucx-tests.log
 if [ ${#other_builds[@]} -gt 0 ]; then
     make -s rig-check-other-ucx OTHER_UCX_BUILDS="${other_builds[*]}" 2>&1 | tee other-ucx-tests.log
     other_rig_rc=${PIPESTATUS[0]}
 fi
+wait "$gtest_pid" || rig_rc=1
+echo "--- UCX's UCT gtest suite"
+cat gtest-rig.log
+cat gtest-rig.log >> rig-tests.log
 
 # Check prints "NN%: Checks: T, Failures: F, Errors: E"
 read -r u_total u_bad < <(sed -n 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p' unit-tests.log |

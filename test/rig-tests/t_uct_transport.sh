@@ -1,6 +1,6 @@
 #!/bin/bash
 # The hipower transport through UCT's public API (test/uct/check_transport):
-# 200,000 random messages over several endpoints in order, none lost,
+# 100,000 random messages over several endpoints in order, none lost,
 # duplicated or corrupted; slot exhaustion falls back to pending and resumes;
 # flush means delivered; 16 endpoints; the memory budget; RMA and atomics;
 # failures; wakeup; the arrival check (messages polled while they land);
@@ -12,13 +12,14 @@
 # One case by hand (names: check_transport.c, check_conformance.c):
 #   HIPOWER_CK_CASE=flush_cancel test/rig/hipower-rig -n 2 -- \
 #       test/rig-tests/run-rig-tests . uct_transport
-# The three modes take about 13 minutes on the 2-core rig (RMA to 4 MB
-# once, 200,000 messages per mode), more than the default 900 s
+# The three modes take about 6 minutes on the 2-core rig (RMA to 4 MB
+# once, 100,000 messages per mode), within the default 900 s but not by
+# much
 # rig-timeout: 1800
 . "$(dirname "$0")/lib.sh"
 
 [ ${#RIG_DEVICES[@]} -ge 1 ] || skip "needs a verbs device"
-export HIPOWER_TEST_MSGS=${HIPOWER_TEST_MSGS:-200000}
+export HIPOWER_TEST_MSGS=${HIPOWER_TEST_MSGS:-100000}
 # Check's own selector (the rig passes only HIPOWER_* and UCX_* inside)
 one_case=${HIPOWER_CK_CASE:-}
 [ -n "$one_case" ] && export CK_RUN_CASE=$one_case
@@ -44,17 +45,19 @@ for mode in ${HIPOWER_TEST_MODES:-self push pull}; do
         fail "remote atomics were not advertised or not checked"
     grep -q '^arrival while landing: [0-9]* messages' <<< "$out" ||
         fail "the arrival check did not run"
-    # Receiving polls no completion per message: an interface that took
-    # the 200,000 random messages polled at most its endpoints' first
+    # Receiving polls no completion per message: the interface that took
+    # the random messages polled at most its endpoints' first
     # wake-ups and flushed receives (4 endpoints); and in self and push modes some
     # interface did poll receive completions (wake-ups), so the counter
     # counts what the receiver polls
-    echo "$out" | grep '^hipower-stats' | awk -v mode=$mode '
-        { for (i = 1; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] } }
-        v["rx_msgs"] >= 100000 && v["rx_completions"] > 40 {
+    echo "$out" | grep '^hipower-stats' | awk -v mode=$mode -v n="$HIPOWER_TEST_MSGS" '
+        { delete v; for (i = 1; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] } }
+        v["rx_msgs"] >= n / 2 { seen = 1 }
+        v["rx_msgs"] >= n / 2 && v["rx_completions"] > 40 {
             print "receive completions per message: " $0; bad = 1 }
         v["rx_completions"] > 0 { polled = 1 }
-        END { if (bad || (mode != "pull" && !polled)) exit 1 }' ||
+        END { if (!seen) print "no interface took the random messages";
+              if (bad || !seen || (mode != "pull" && !polled)) exit 1 }' ||
         fail "receive completions counted wrong or polled per message"
     # The fence test's interface fences 5 puts after 5 gets. rxe orders a
     # write after a read on one QP by itself (its unacked-PSN window), so

@@ -18,7 +18,7 @@
 START_TEST(test_random_traffic)
 {
     const unsigned num_msgs = getenv("HIPOWER_TEST_MSGS") ?
-                              atoi(getenv("HIPOWER_TEST_MSGS")) : 200000;
+                              atoi(getenv("HIPOWER_TEST_MSGS")) : 100000;
     unsigned i, layout, spins;
     ucs_status_t status;
     pair_t *pair;
