@@ -839,6 +839,10 @@ int main(void)
     add_transport_tests(suite);
     add_conformance_tests(suite);
     add_port_down_test(suite);
+    /* Only when asked for (t_uct_many_peers.sh): hundreds of endpoints */
+    if (getenv("HIPOWER_TEST_PEERS") != NULL) {
+        add_many_peers_test(suite);
+    }
     runner = srunner_create(suite);
     srunner_run_all(runner, CK_VERBOSE);
     failed = srunner_ntests_failed(runner);

@@ -22,7 +22,7 @@
 #include <poll.h>
 
 #define NUM_AM_IDS      4
-#define MAX_PAIRS       64
+#define MAX_PAIRS       4096 /* check_many.c: endpoints per interface */
 #define MAX_HELD        64
 #define ZCOPY_BUFS      16
 #define MSG_HDR_SIZE    sizeof(msg_hdr_t)
@@ -121,6 +121,10 @@ ucs_status_t am_handler(void *arg, void *data, size_t length, unsigned flags);
 void release_held(int keep);
 void progress(int a, int b);
 ucs_status_t ep_error_handler(void *arg, uct_ep_h ep, ucs_status_t status);
+/* The transport under test (HIPOWER_TEST_TL, default hipower) and its
+ * UCT component */
+const char *fixture_tl(void);
+const char *fixture_component(void);
 void open_side(side_t *side, const char *dev);
 void close_side(side_t *side);
 void connect_pair(pair_t *pair);
@@ -174,5 +178,6 @@ double now_sec(void);
 void add_transport_tests(Suite *suite);
 void add_conformance_tests(Suite *suite);
 void add_port_down_test(Suite *suite);
+void add_many_peers_test(Suite *suite);
 
 #endif

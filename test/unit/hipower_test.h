@@ -22,5 +22,6 @@ Suite *hipower_protocol_suite(void);
 Suite *hipower_txq_suite(void);
 Suite *hipower_layout_suite(void);
 Suite *hipower_frame_suite(void);
+Suite *hipower_active_suite(void);
 
 #endif

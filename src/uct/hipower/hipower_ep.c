@@ -173,6 +173,9 @@ static void uct_hipower_ep_retire_ops(uct_hipower_ep_t *ep, uint64_t sn)
         case UCT_HIPOWER_OP_ARM:
             ep->event.confirmed_gen = op->u.arm_gen;
             break;
+        case UCT_HIPOWER_OP_DEMOTE:
+            uct_hipower_ep_demote_done(ep, op->u.arm_gen);
+            break;
         case UCT_HIPOWER_OP_GET_BCOPY:
             op->u.get_bcopy.cb(op->u.get_bcopy.arg,
                                uct_hipower_tx_op_buffer(op),
@@ -1048,6 +1051,20 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     kh_value(&iface->qp_eps, iter) = &self->txqp;
     ucs_list_add_tail(&iface->ep_list, &self->list);
     ++iface->num_eps;
+    iface->stats.peak_eps       = ucs_max(iface->stats.peak_eps,
+                                          iface->num_eps);
+    iface->stats.peak_pool_used = ucs_max(iface->stats.peak_pool_used,
+            (iface->arena.slots.total -
+             hipower_arena_free_slots(&iface->arena.slots)) *
+            (uint64_t)iface->config.layout.stride);
+    /* Idle until its peer's first write, which always carries an
+     * immediate; without demotion (pull mode, announce batches) always
+     * active */
+    ++iface->num_idle;
+    self->last_news = iface->clock.now;
+    if (!iface->config.demote) {
+        uct_hipower_ep_activate(self);
+    }
     /* A credit of the CQ for the request that ends the QP in order
      * (uct_hipower_ep_end_qp()), taken now so that it is always there */
     --iface->tx.cq_credits;
@@ -1179,6 +1196,9 @@ static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
     int goodbye          = 0;
     khiter_t iter;
 
+    /* An idle endpoint's state word was not looked at since it went idle:
+     * no goodbye to a peer that is gone */
+    uct_hipower_ep_check_peer_state(ep);
     if (uct_hipower_ep_may_initiate(ep) &&
         ((int64_t)(ep->txqp.txq.acked_sn - ep->tx.user_end_sn) >= 0)) {
         /* No user operation out (our own reads may be), peer alive and
@@ -1272,6 +1292,10 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
                                  uct_hipower_ep_pending_purge_warn, self);
     ucs_list_del(&self->list);
     --iface->num_eps;
+    if (self->flags & UCT_HIPOWER_EP_FLAG_ACTIVE) {
+        uct_hipower_ep_deactivate(self);
+    }
+    --iface->num_idle;
     if (self->flags & UCT_HIPOWER_EP_FLAG_IMM_DUE) {
         --iface->event.rx_expected;
     }

@@ -34,7 +34,12 @@ enum {
     UCT_HIPOWER_EP_FLAG_IMM_DUE        = UCS_BIT(12),
     /* Every message to the peer is one write that announces itself: self
      * mode, and the peer asked for no alignment (am_short's fast path) */
-    UCT_HIPOWER_EP_FLAG_ONE_WRITE      = UCS_BIT(13)
+    UCT_HIPOWER_EP_FLAG_ONE_WRITE      = UCS_BIT(13),
+    /* In iface->active_eps: progress visits it (hipower_active.h) */
+    UCT_HIPOWER_EP_FLAG_ACTIVE         = UCS_BIT(14),
+    UCT_HIPOWER_EP_FLAG_DEMOTING       = UCS_BIT(15), /* Handshake out */
+    /* A message or a wake-up came while the demotion handshake was out */
+    UCT_HIPOWER_EP_FLAG_NEWS           = UCS_BIT(16)
 };
 
 
@@ -66,6 +71,9 @@ typedef struct uct_hipower_ep {
     uint32_t                     flags;
     uint32_t                     fence_beat;   /* Iface fence seen last */
     ucs_list_link_t              list;         /* In iface->ep_list */
+    ucs_list_link_t              active_list;  /* In iface->active_eps */
+    ucs_time_t                   last_news;    /* Iface clock at the last
+                                                  message delivered */
     ucs_list_link_t              pending_list; /* In iface->pending_eps */
     ucs_queue_head_t             pending_q;
 
@@ -491,6 +499,18 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep);
 
 /* Whether the next message has arrived */
 int uct_hipower_ep_rx_ready(uct_hipower_ep_t *ep);
+
+/* The active set (hipower_active.h, hipower_event.c): progress visits an
+ * endpoint only while it is active */
+void uct_hipower_ep_activate(uct_hipower_ep_t *ep);
+void uct_hipower_ep_deactivate(uct_hipower_ep_t *ep);
+
+/* An active endpoint was idle for IDLE_TIME: makes it idle, or starts the
+ * handshake that will */
+void uct_hipower_ep_demote(uct_hipower_ep_t *ep);
+
+/* The demotion handshake of generation @a gen completed */
+void uct_hipower_ep_demote_done(uct_hipower_ep_t *ep, uint64_t gen);
 
 /* Per-endpoint work of an interface progress call */
 unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep);

@@ -183,6 +183,13 @@ unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
         iface->event.new_gen = 1;
         iface->stats.wakeup_events++;
         uct_hipower_ep_post_event_recvs(ep, 1);
+        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE)) {
+            uct_hipower_ep_activate(ep);
+            iface->stats.promotions++;
+        } else {
+            /* A demotion handshake out must not undo this wake-up */
+            ep->flags |= UCT_HIPOWER_EP_FLAG_NEWS;
+        }
     }
     return num_wcs;
 }
@@ -244,9 +251,11 @@ static ucs_status_t uct_hipower_cq_arm(uct_hipower_iface_t *iface,
     return UCS_OK;
 }
 
-/* Tells the peer this generation and reads its announced count after it */
+/* Tells the peer this generation and reads its announced count after it;
+ * @a type: UCT_HIPOWER_OP_ARM (the interface sleeps) or _DEMOTE (this
+ * endpoint goes idle) */
 static ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep,
-                                              uint64_t gen)
+                                              uint64_t gen, uint8_t type)
 {
     struct ibv_send_wr write_wr, read_wr;
     struct ibv_sge write_sge, read_sge;
@@ -257,7 +266,7 @@ static ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_ARM, NULL);
+    op = uct_hipower_ep_op_get(ep, type, NULL);
     if (op == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -296,11 +305,13 @@ static ucs_status_t uct_hipower_iface_arm_recv(uct_hipower_iface_t *iface)
     uct_hipower_ep_t *ep;
 
     if (iface->event.new_gen) {
-        iface->event.gen++;
+        iface->event.gen     = hipower_gen_next(&iface->event.gen_seq);
         iface->event.new_gen = 0;
     }
 
-    ucs_list_for_each(ep, &iface->ep_list, list) {
+    /* Idle endpoints need no handshake: their peers write with an
+     * immediate already (hipower_active.h) */
+    ucs_list_for_each(ep, &iface->active_eps, active_list) {
         if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
             (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
             continue;
@@ -323,7 +334,8 @@ static ucs_status_t uct_hipower_iface_arm_recv(uct_hipower_iface_t *iface)
 
         if (ep->event.confirmed_gen != iface->event.gen) {
             if (ep->event.posted_gen != iface->event.gen) {
-                uct_hipower_ep_post_sleep(ep, iface->event.gen);
+                uct_hipower_ep_post_sleep(ep, iface->event.gen,
+                                          UCT_HIPOWER_OP_ARM);
             }
             status = UCS_ERR_BUSY;
         } else if ((int32_t)(hipower_rx_ring_taken(&ep->rx.ring) -
@@ -389,4 +401,100 @@ ucs_status_t uct_hipower_iface_event_arm(uct_iface_h tl_iface, unsigned events)
     }
 
     return UCS_OK;
+}
+
+
+/*
+ * The active set (hipower_active.h): progress visits only the endpoints in
+ * iface->active_eps.
+ */
+void uct_hipower_ep_activate(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    ucs_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE));
+    ucs_list_add_tail(&iface->active_eps, &ep->active_list);
+    ep->flags    |= UCT_HIPOWER_EP_FLAG_ACTIVE;
+    ep->last_news = iface->clock.now;
+    --iface->num_idle;
+}
+
+void uct_hipower_ep_deactivate(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    ucs_assert(ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE);
+    ucs_list_del(&ep->active_list);
+    ep->flags &= ~(UCT_HIPOWER_EP_FLAG_ACTIVE | UCT_HIPOWER_EP_FLAG_NEWS);
+    ++iface->num_idle;
+}
+
+/*
+ * An active endpoint brought nothing for IDLE_TIME. With a peer that may
+ * still send, ask it for an immediate with its next write (the sleep
+ * handshake of one endpoint); the endpoint goes idle when the handshake's
+ * read shows everything announced delivered. An endpoint whose peer never
+ * wrote to us goes idle at once: a sender's first write always carries the
+ * immediate. So does one that will receive nothing more (failed, or its
+ * peer closed).
+ */
+void uct_hipower_ep_demote(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uint64_t gen;
+
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_DEMOTING) {
+        return;
+    }
+
+    if ((ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
+                      UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ||
+        !(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_READY)) {
+        uct_hipower_ep_deactivate(ep);
+        iface->stats.demotions++;
+        return;
+    }
+
+    if (!uct_hipower_ep_may_initiate(ep) ||
+        (ep->event.posted_gen != ep->event.confirmed_gen)) {
+        /* Not connected yet, canceled, or a sleep handshake is out: later */
+        ep->last_news = iface->clock.now;
+        return;
+    }
+
+    gen = hipower_gen_next(&iface->event.gen_seq);
+    if (uct_hipower_ep_post_sleep(ep, gen, UCT_HIPOWER_OP_DEMOTE) != UCS_OK) {
+        ep->last_news = iface->clock.now; /* No room now: try again later */
+        return;
+    }
+
+    ep->flags = (ep->flags | UCT_HIPOWER_EP_FLAG_DEMOTING) &
+                ~UCT_HIPOWER_EP_FLAG_NEWS;
+}
+
+void uct_hipower_ep_demote_done(uct_hipower_ep_t *ep, uint64_t gen)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    hipower_demote_verdict_t verdict;
+    uint64_t announced;
+
+    ep->event.confirmed_gen = gen;
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_DEMOTING)) {
+        return;
+    }
+
+    ep->flags &= ~UCT_HIPOWER_EP_FLAG_DEMOTING;
+    ucs_memory_cpu_load_fence();
+    announced = *(volatile uint64_t*)&ep->ctrl->peer_announced;
+    verdict   = hipower_demote_verdict(gen, ep->event.posted_gen,
+                                       !!(ep->flags & UCT_HIPOWER_EP_FLAG_NEWS),
+                                       hipower_rx_ring_taken(&ep->rx.ring),
+                                       announced);
+    if ((verdict == HIPOWER_DEMOTE_IDLE) &&
+        (ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE)) {
+        uct_hipower_ep_deactivate(ep);
+        iface->stats.demotions++;
+    } else {
+        ep->last_news = iface->clock.now;
+    }
 }

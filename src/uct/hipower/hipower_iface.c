@@ -69,6 +69,18 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      ucs_offsetof(uct_hipower_iface_config_t, max_eps),
      UCS_CONFIG_TYPE_UINT},
 
+    {"IDLE_TIME", "10ms",
+     "An endpoint that received nothing for this long leaves the set of\n"
+     "endpoints progress looks at: its peer is asked (one write and one read,\n"
+     "once) to send its next message with an immediate, whose completion\n"
+     "brings the endpoint back. Progress then costs the same with thousands\n"
+     "of idle endpoints as with none, and an idle peer costs no traffic. The\n"
+     "first message after an idle spell costs one receive completion more.\n"
+     "'inf': endpoints stay in the set once their peer wrote. Modes self and\n"
+     "push with ANNOUNCE_BATCH=1; in the others every endpoint is visited.",
+     ucs_offsetof(uct_hipower_iface_config_t, idle_time),
+     UCS_CONFIG_TYPE_TIME_UNITS},
+
     {"MEM_BUDGET", "32m",
      "Pre-registered memory per interface from which all endpoints' receive\n"
      "slots are carved (the paper's QoS bound on pinned memory).",
@@ -502,13 +514,19 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
     uct_hipower_md_t *md       = ucs_derived_of(iface->super.md,
                                                 uct_hipower_md_t);
     uct_hipower_ep_t *ep, *tmp;
-    unsigned count;
+    unsigned count, ep_count;
+
+    if (ucs_unlikely(++iface->clock.calls == UCT_HIPOWER_CLOCK_CALLS)) {
+        iface->clock.calls = 0;
+        iface->clock.now   = ucs_get_time();
+    }
 
     count = uct_hipower_iface_poll_cq(iface);
-    if (ucs_unlikely((iface->event.gen != 0) ||
-                     (iface->event.rx_expected > 0))) {
-        /* Someone has slept on this interface, or receive completions are
-         * due (a peer's first write, flushed receives) */
+    if ((iface->num_idle > 0) || ucs_unlikely((iface->event.gen != 0) ||
+                                              (iface->event.rx_expected > 0))) {
+        /* An idle endpoint's peer wakes it with a write with immediate;
+         * someone has slept on this interface; or receive completions are
+         * due (flushed receives) */
         count += uct_hipower_iface_progress_events(iface);
     }
 
@@ -516,8 +534,21 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
         count += uct_hipower_iface_progress_async(iface);
     }
 
-    ucs_list_for_each(ep, &iface->ep_list, list) {
-        count += uct_hipower_ep_progress(ep);
+    /* Only the active endpoints: an idle one's peer wakes it above
+     * (hipower_active.h). A demotion may unlist the endpoint. */
+    ucs_list_for_each_safe(ep, tmp, &iface->active_eps, active_list) {
+        iface->stats.ep_visits++;
+        ep_count = uct_hipower_ep_progress(ep);
+        if (ep_count > 0) {
+            ep->last_news  = iface->clock.now;
+            ep->flags     |= UCT_HIPOWER_EP_FLAG_NEWS;
+            count         += ep_count;
+        } else if (ucs_unlikely(iface->config.demote &&
+                                hipower_active_is_idle(iface->clock.now,
+                                                       ep->last_news,
+                                                       iface->config.idle_time))) {
+            uct_hipower_ep_demote(ep);
+        }
     }
 
     if (ucs_unlikely(iface->tx.starved)) {
@@ -741,6 +772,10 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
 
     memset(&self->stats, 0, sizeof(self->stats));
     ucs_list_head_init(&self->ep_list);
+    ucs_list_head_init(&self->active_eps);
+    self->num_idle      = 0;
+    self->clock.now     = ucs_get_time();
+    self->clock.calls   = 0;
     ucs_list_head_init(&self->pending_eps);
     ucs_list_head_init(&self->gc_list);
     self->num_eps       = 0;
@@ -791,6 +826,13 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->config.retry_count       = config->retry_count;
     self->config.rnr_retry_count   = config->rnr_retry_count;
     self->config.overhead          = config->overhead;
+    self->config.idle_time         = config->idle_time;
+    /* Demotion needs the peer to wake us with its announcing write: self
+     * and push modes, every message announced by its send call */
+    self->config.demote            = (config->notify !=
+                                      UCT_HIPOWER_NOTIFY_PULL) &&
+                                     (config->announce_batch == 1) &&
+                                     (config->idle_time != UCS_TIME_INFINITY);
 
     status = uct_hipower_iface_init_port(self, params);
     if (status != UCS_OK) {
@@ -858,6 +900,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->event.channel     = NULL;
     self->event.rx_cq       = NULL;
     self->event.gen         = 0;
+    self->event.gen_seq     = 0;
     self->event.rx_expected = 0;
     if (self->config.notify != UCT_HIPOWER_NOTIFY_PULL) {
         status = uct_hipower_iface_event_init(self, UCT_HIPOWER_EVENT_RECVS *
@@ -884,6 +927,10 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     if (status != UCS_OK) {
         goto err_destroy_cq;
     }
+    self->stats.pool_bytes    = self->arena.size;
+    /* Page-aligned and registered: whole pages are pinned */
+    self->stats.ep_ctrl_bytes = ucs_align_up(sizeof(uct_hipower_ep_ctrl_t),
+                                             ucs_get_page_size());
 
     status = uct_iface_mpool_init(&self->super, &self->tx_mp,
                                   sizeof(uct_hipower_tx_op_t) +

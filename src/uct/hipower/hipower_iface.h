@@ -5,6 +5,7 @@
 #define UCT_HIPOWER_IFACE_H_
 
 #include "hipower_md.h"
+#include "hipower_active.h"
 #include "hipower_arena.h"
 #include "hipower_ring.h"
 #include "hipower_slot.h"
@@ -83,6 +84,7 @@ typedef struct uct_hipower_iface_config {
     unsigned                     retry_count;
     unsigned                     rnr_retry_count;
     double                       overhead;
+    ucs_time_t                   idle_time;
     uct_iface_mpool_config_t     tx_mp;
 } uct_hipower_iface_config_t;
 
@@ -126,6 +128,15 @@ typedef struct uct_hipower_iface {
     ucs_mpool_t                  tx_mp;        /* Send descriptors */
     ucs_list_link_t              ep_list;      /* All endpoints */
     unsigned                     num_eps;
+    /* Endpoints progress visits (hipower_active.h); the others are idle
+     * and woken by their peer's next write with immediate */
+    ucs_list_link_t              active_eps;
+    unsigned                     num_idle;
+    /* Progress reads the clock once per UCT_HIPOWER_CLOCK_CALLS calls */
+    struct {
+        ucs_time_t               now;
+        unsigned                 calls;
+    } clock;
     khash_t(uct_hipower_qp_ep)   qp_eps;       /* QP number -> its requests */
     ucs_list_link_t              pending_eps;  /* Endpoints with pending reqs */
     ucs_list_link_t              gc_list;      /* QPs of destroyed endpoints */
@@ -187,6 +198,8 @@ typedef struct uct_hipower_iface {
         size_t                   max_rma;      /* Largest put/get zcopy */
         int                      atomics;      /* Device does RC atomics */
         double                   overhead;
+        ucs_time_t               idle_time;    /* Demote after this quiet */
+        int                      demote;       /* Endpoints may go idle */
     } config;
 
     /* Wakeup (push mode): see hipower_event.c */
@@ -194,6 +207,8 @@ typedef struct uct_hipower_iface {
         struct ibv_comp_channel  *channel;     /* The event fd */
         struct ibv_cq            *rx_cq;       /* Wake-up writes' receives */
         uint64_t                 gen;          /* Sleep generation, 0: never */
+        uint64_t                 gen_seq;      /* Every handshake's generation
+                                                  (hipower_gen_next()) */
         int                      new_gen;      /* Next arm starts a new one */
         unsigned                 rx_expected;  /* Receive completions due that
                                                   no sleeper waits for */
@@ -236,7 +251,8 @@ typedef enum {
     UCT_HIPOWER_OP_ATOMIC32,
     UCT_HIPOWER_OP_RECYCLE_READ,
     UCT_HIPOWER_OP_NOTIFY_READ,
-    UCT_HIPOWER_OP_ARM          /* Wakeup handshake READ (see hipower_event.c) */
+    UCT_HIPOWER_OP_ARM,         /* Wakeup handshake READ (see hipower_event.c) */
+    UCT_HIPOWER_OP_DEMOTE       /* The same for one idle endpoint */
 } uct_hipower_op_type_t;
 
 
@@ -249,6 +265,9 @@ static inline void *uct_hipower_tx_op_buffer(uct_hipower_tx_op_t *op)
 /* Receive work requests per QP for wake-up writes (one per sleep at most,
  * and a peer's first write) */
 #define UCT_HIPOWER_EVENT_RECVS      4
+
+/* Progress calls per clock read: the idle test needs no finer time */
+#define UCT_HIPOWER_CLOCK_CALLS      64
 
 /* Completion-queue credits only recalls may take (hipower_txq.h) */
 #define UCT_HIPOWER_CQ_RECALL_RESERVE  16

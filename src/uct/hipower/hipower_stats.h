@@ -42,7 +42,16 @@
     _f(fenced_wrs)       /* Work requests posted with IBV_SEND_FENCE */ \
     _f(qps_drained)      /* QPs of destroyed endpoints drained, then freed */ \
     _f(goodbyes)         /* "Closed" written to a peer on endpoint destroy */ \
-    _f(async_events)     /* Device events that concerned this interface */
+    _f(async_events)     /* Device events that concerned this interface */ \
+    _f(ep_visits)        /* Endpoints a progress call looked at: active \
+                            ones only (hipower_active.h) */ \
+    _f(demotions)        /* Endpoints that went idle after IDLE_TIME */ \
+    _f(promotions)       /* Idle endpoints woken by a peer's write */ \
+    _f(peak_eps)         /* Most endpoints at once */ \
+    _f(pool_bytes)       /* Receive slot arena: UCX_HIPOWER_MEM_BUDGET \
+                            rounded to slots, pinned at open */ \
+    _f(peak_pool_used)   /* Most of it carved into endpoints' slots */ \
+    _f(ep_ctrl_bytes)    /* Pinned control words and bitmaps per endpoint */
 
 #define UCT_HIPOWER_STATS_DECLARE(_name) uint64_t _name;
 
