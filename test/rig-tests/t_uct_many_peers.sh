@@ -57,20 +57,8 @@ command -v valgrind >/dev/null || skip "valgrind is not installed (instruction c
 cgdir=$(mktemp -d)
 # Instructions of the receiver's progress alone (many_progress_b), per phase
 count_phase() { # <transport> <peers> <streamers> <messages each>
-    rm -f "$cgdir"/cg.*
-    CK_RUN_CASE=many CK_FORK=no HIPOWER_TEST_TL=$1 HIPOWER_TEST_PEERS=$2 \
-    HIPOWER_TEST_STREAMERS=$3 HIPOWER_TEST_STREAM_MSGS=$4 \
-    HIPOWER_TEST_EMPTY_CALLS=10000 \
-        hipower-run valgrind --tool=callgrind --collect-atstart=no \
-            --toggle-collect=many_progress_b \
-            --callgrind-out-file="$cgdir/cg.%p" "$prog" > "$cgdir/log" 2>&1 ||
+    "$(dirname "$0")"/many-callgrind "$prog" "$@" "$cgdir" ||
         { tail -20 "$cgdir/log"; fail "callgrind run of $1 with $2 endpoints failed"; }
-    # Each dump names its phase ("desc: Trigger: Client Request: <phase>")
-    for f in "$cgdir"/cg.*; do
-        phase=$(sed -n 's/^desc: Trigger: Client Request: //p' "$f")
-        total=$(sed -n 's/^totals: *\([0-9]*\).*/\1/p;s/^summary: *\([0-9]*\).*/\1/p' "$f" | head -1)
-        [ -n "$phase" ] && echo "$phase|${total:-0}"
-    done
 }
 phase_ir() { sed -n "s/^$2|//p" <<< "$1" | head -1; }
 

@@ -92,6 +92,110 @@ static void many_wait_received(uint64_t count)
     }
 }
 
+/*
+ * Incast: HIPOWER_TEST_INCAST endpoints spread over all of them send
+ * greedily (each in turn until the transport has no room, at most 64),
+ * while B delivers and its handler keeps some messages for a while. When
+ * B has delivered incast x HIPOWER_TEST_INCAST_MSGS messages of the phase,
+ * each sender's part of them against the fair share, 1/incast, says how
+ * evenly the transport shares the receiver; then everything sent arrives.
+ */
+static void many_incast(int num)
+{
+    int incast      = ucs_min(env_int("HIPOWER_TEST_INCAST", 16), num);
+    int per_sender  = env_int("HIPOWER_TEST_INCAST_MSGS", 1000);
+    uint32_t *start_seq;
+    uint64_t start_received, target;
+    double min_share = 1e9, max_share = 0, share;
+    int i, k, idx, step;
+    unsigned spins = 0;
+
+    if (incast < 2) {
+        return;
+    }
+
+    step = num / incast;
+    start_seq = calloc(incast, sizeof(*start_seq));
+    ck_assert_ptr_ne(start_seq, NULL);
+    for (i = 0; i < incast; ++i) {
+        start_seq[i] = pairs[i * step].expected_seq;
+    }
+
+    hold_probability = 0.3; /* Only where the transport offers descriptors */
+    start_received   = received;
+    target           = start_received + (uint64_t)incast * per_sender;
+    while (received < target) {
+        for (i = 0; i < incast; ++i) {
+            idx = i * step;
+            for (k = 0; k < 64; ++k) {
+                if (send_one(&pairs[idx], idx, next_rand() % NUM_AM_IDS,
+                             fit_length(8 + next_rand() % 256, 0), 0) !=
+                    UCS_OK) {
+                    break;
+                }
+            }
+        }
+        uct_iface_progress(side_a.iface);
+        many_progress_b();
+        release_held(MAX_HELD / 2);
+        ck_assert_msg(++spins < 10000000, "incast: no progress (%lu of %lu)",
+                      received - start_received, target - start_received);
+    }
+
+    for (i = 0; i < incast; ++i) {
+        share     = (pairs[i * step].expected_seq - start_seq[i]) /
+                    (double)per_sender;
+        min_share = ucs_min(min_share, share);
+        max_share = ucs_max(max_share, share);
+    }
+    printf("many peers: %s: incast %d->1: each sender's part of %d "
+           "messages delivered, against its fair share: min %.2f, max %.2f\n",
+           fixture_tl(), incast, incast * per_sender, min_share, max_share);
+
+    hold_probability = 0;
+    release_held(0);
+    many_wait_received(total_sent());
+    ck_assert_int_eq(errors, 0);
+    free(start_seq);
+}
+
+/*
+ * B sleeps with every endpoint idle: arming needs no handshake with any
+ * peer, and a message to any one of them wakes B's event fd (its write
+ * carries the immediate) and is delivered, with no further call by A.
+ * Three rounds, three endpoints picked at random.
+ */
+static void many_wakeup(int num)
+{
+    struct pollfd pfd;
+    uint64_t before;
+    int round, idx, fd;
+
+    if (uct_iface_event_fd_get(side_b.iface, &fd) != UCS_OK) {
+        printf("many peers: %s: no event fd, no sleep\n", fixture_tl());
+        return;
+    }
+
+    pfd.fd     = fd;
+    pfd.events = POLLIN;
+    for (round = 0; round < 3; ++round) {
+        arm_b_until_ok("many idle endpoints");
+        idx    = next_rand() % num;
+        before = received;
+        many_send(idx, 64, round % 2);
+        /* A is done: it only flushes, so that B alone delivers */
+        ck_assert_msg(poll(&pfd, 1, 10000) == 1, "round %d: B's event fd "
+                      "did not fire for a message to endpoint %d of %d",
+                      round, idx, num);
+        wait_received_one(before);
+        ck_assert_uint_eq(received, before + 1);
+        progress_b_for(0.05); /* Every endpoint idle again */
+    }
+    ck_assert_int_eq(errors, 0);
+    printf("many peers: %s: slept 3 times with %d idle endpoints, a "
+           "message to any one woke the event fd\n", fixture_tl(), num);
+}
+
 START_TEST(test_many_peers)
 {
     int num          = env_int("HIPOWER_TEST_PEERS", 256);
@@ -106,6 +210,7 @@ START_TEST(test_many_peers)
     int i, k, idx, step;
 
     ck_assert_int_le(num, MAX_PAIRS);
+    hold_slots       = "n"; /* The default */
     hold_probability = 0;
     start            = now_sec();
     pinned_before    = pinned_kb();
@@ -153,6 +258,8 @@ START_TEST(test_many_peers)
            "%u found something\n", empty_calls, num, busy_calls);
     ck_assert_uint_eq(busy_calls, 0);
 
+    many_wakeup(num);
+
     /* num_stream endpoints spread over all of them stream at once */
     step     = num / num_stream;
     expected = received + (uint64_t)num_stream * stream_msgs;
@@ -170,8 +277,11 @@ START_TEST(test_many_peers)
            "delivered in order, every byte checked\n", num_stream, num,
            stream_msgs, (unsigned long)num_stream * stream_msgs);
 
+    many_incast(num);
+
     free_zbufs();
     teardown_pairs();
+    hold_slots = "y";
 }
 END_TEST
 

@@ -443,15 +443,20 @@ void uct_hipower_ep_demote(uct_hipower_ep_t *ep)
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uint64_t gen;
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_DEMOTING) {
-        return;
-    }
-
     if ((ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
                       UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ||
         !(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_READY)) {
+        if (ep->flags & UCT_HIPOWER_EP_FLAG_DEMOTING) {
+            /* A failed handshake completes with no verdict */
+            ep->flags &= ~UCT_HIPOWER_EP_FLAG_DEMOTING;
+            --iface->num_demoting;
+        }
         uct_hipower_ep_deactivate(ep);
         iface->stats.demotions++;
+        return;
+    }
+
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_DEMOTING) {
         return;
     }
 
@@ -470,6 +475,7 @@ void uct_hipower_ep_demote(uct_hipower_ep_t *ep)
 
     ep->flags = (ep->flags | UCT_HIPOWER_EP_FLAG_DEMOTING) &
                 ~UCT_HIPOWER_EP_FLAG_NEWS;
+    ++iface->num_demoting;
 }
 
 void uct_hipower_ep_demote_done(uct_hipower_ep_t *ep, uint64_t gen)
@@ -484,6 +490,7 @@ void uct_hipower_ep_demote_done(uct_hipower_ep_t *ep, uint64_t gen)
     }
 
     ep->flags &= ~UCT_HIPOWER_EP_FLAG_DEMOTING;
+    --iface->num_demoting;
     ucs_memory_cpu_load_fence();
     announced = *(volatile uint64_t*)&ep->ctrl->peer_announced;
     verdict   = hipower_demote_verdict(gen, ep->event.posted_gen,

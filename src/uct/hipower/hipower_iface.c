@@ -522,11 +522,14 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
     }
 
     count = uct_hipower_iface_poll_cq(iface);
-    if ((iface->num_idle > 0) || ucs_unlikely((iface->event.gen != 0) ||
-                                              (iface->event.rx_expected > 0))) {
-        /* An idle endpoint's peer wakes it with a write with immediate;
-         * someone has slept on this interface; or receive completions are
-         * due (flushed receives) */
+    if ((iface->num_idle + iface->num_demoting > 0) ||
+        ucs_unlikely((iface->event.gen != 0) ||
+                     (iface->event.rx_expected > 0))) {
+        /* An idle endpoint's peer wakes it with a write with immediate (and
+         * one being demoted may have been woken already: that must count
+         * for its verdict, and the receive be reposted); someone has slept
+         * on this interface; or receive completions are due (flushed
+         * receives) */
         count += uct_hipower_iface_progress_events(iface);
     }
 
@@ -774,6 +777,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     ucs_list_head_init(&self->ep_list);
     ucs_list_head_init(&self->active_eps);
     self->num_idle      = 0;
+    self->num_demoting  = 0;
     self->clock.now     = ucs_get_time();
     self->clock.calls   = 0;
     ucs_list_head_init(&self->pending_eps);
