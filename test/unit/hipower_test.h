@@ -23,5 +23,6 @@ Suite *hipower_txq_suite(void);
 Suite *hipower_layout_suite(void);
 Suite *hipower_frame_suite(void);
 Suite *hipower_active_suite(void);
+Suite *hipower_grant_suite(void);
 
 #endif
