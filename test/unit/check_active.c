@@ -62,18 +62,35 @@ END_TEST
  *  - the receiver's generation write and announced read travel on one QP,
  *    in order; the peer serves the read after the write landed;
  *  - the sender's frames land in order, each with its immediate if any; an
- *    immediate makes one receive completion;
+ *    immediate (carrying the generation it wakes) takes one of the
+ *    MODEL_RECVS receives posted on the receiver's QP and makes one
+ *    completion; with no receive left it cannot land (receiver not ready),
+ *    and neither can any frame after it: the sender's QP is stalled;
  *  - the receiver delivers only from active endpoints; a completion makes
  *    the endpoint active; an idle active endpoint posts a handshake and
  *    goes idle when hipower_demote_verdict() says so; a completion that
  *    comes while a handshake is out counts as news for its verdict (the
- *    transport's first version missed this, and the model found it).
+ *    transport's first version missed this, and the model found it);
+ *  - the receiver polls its completions (and reposts their receives) while
+ *    the endpoint is idle or the wake-up of its latest handshake is due,
+ *    whatever the verdict was (the transport's second version polled only
+ *    while idle or demoting, and on rxe a handshake can complete before the
+ *    next progress call: a handshake whose verdict kept the endpoint active
+ *    left its wake-up unpolled, and ucx_perftest's am_bw hung with the
+ *    receives used up; the model, polling only while idle, finds that).
  * The check: once the sender stops and everything in flight landed, the
  * receiver delivers every message it sent, and never delivered any message
  * twice. Breaking the verdict (demoting with announced messages not yet
- * delivered) strands messages within a few hundred steps.
+ * delivered), or polling only while idle, strands messages.
  */
 #define MODEL_QUEUE  64
+#define MODEL_RECVS  4   /* UCT_HIPOWER_EVENT_RECVS */
+
+enum {
+    MODEL_SOUND,
+    MODEL_BREAK_VERDICT,   /* Demote whatever the announced count */
+    MODEL_BREAK_WAKE_DUE   /* Poll only while idle */
+};
 
 typedef struct {
     /* Sender */
@@ -81,13 +98,17 @@ typedef struct {
     uint64_t announced;     /* What the receiver's read finds */
     uint64_t peer_gen;      /* Written by the receiver */
     uint64_t woken;
-    /* Frames on the wire, sender -> receiver: 1 = with immediate */
-    int      frames[MODEL_QUEUE];
+    /* Frames on the wire, sender -> receiver: 0, or 1 + the generation
+     * their immediate wakes */
+    uint64_t frames[MODEL_QUEUE];
     unsigned frames_head, frames_tail;
     /* Receiver */
     uint64_t landed;        /* Frames in its slots */
     uint64_t delivered;
+    unsigned recvs;         /* Posted on the QP */
     unsigned completions;   /* On the wake-up CQ */
+    uint64_t last_imm_gen;  /* Of the latest completion */
+    int      wake_due;
     int      active;
     uint64_t gen_seq;
     uint64_t posted_gen;
@@ -106,6 +127,7 @@ static void model_init(active_model_t *m, uint64_t idle_time)
     memset(m, 0, sizeof(*m));
     m->woken     = UINT64_MAX; /* The first write always wakes */
     m->idle_time = idle_time;
+    m->recvs     = MODEL_RECVS;
 }
 
 static void model_send(active_model_t *m)
@@ -118,20 +140,30 @@ static void model_send(active_model_t *m)
 
     m->announced = ++m->msgs;
     gen          = m->peer_gen; /* After the fence */
-    m->frames[m->frames_tail++ % MODEL_QUEUE] = (gen != m->woken);
+    m->frames[m->frames_tail++ % MODEL_QUEUE] = (gen != m->woken) ?
+                                                1 + gen : 0;
     m->woken     = gen;
 }
 
 static void model_land(active_model_t *m)
 {
+    uint64_t imm;
+
     if (m->frames_head == m->frames_tail) {
         return;
     }
 
-    ++m->landed;
-    if (m->frames[m->frames_head++ % MODEL_QUEUE]) {
+    imm = m->frames[m->frames_head % MODEL_QUEUE];
+    if (imm) {
+        if (m->recvs == 0) {
+            return; /* Receiver not ready: retried, everything behind waits */
+        }
+        --m->recvs;
         ++m->completions;
+        m->last_imm_gen = imm - 1;
     }
+    ++m->frames_head;
+    ++m->landed;
 }
 
 static void model_serve_handshake(active_model_t *m)
@@ -145,12 +177,20 @@ static void model_serve_handshake(active_model_t *m)
     }
 }
 
-static void model_progress(active_model_t *m, int break_verdict)
+static void model_progress(active_model_t *m, int brk)
 {
     hipower_demote_verdict_t verdict;
+    int poll;
 
     ++m->now;
-    if (m->completions > 0) {
+    /* The broken rule polls while idle: on rxe a handshake can complete
+     * before the next progress call polls anything */
+    poll = !m->active || ((brk != MODEL_BREAK_WAKE_DUE) && m->wake_due);
+    if (poll && (m->completions > 0)) {
+        m->recvs      += m->completions;
+        if (m->last_imm_gen == m->posted_gen) {
+            m->wake_due = 0;
+        }
         /* A wake-up while a handshake is out is news: the verdict must not
          * undo the promotion it stands for */
         m->completions     = 0;
@@ -164,7 +204,8 @@ static void model_progress(active_model_t *m, int break_verdict)
                                               m->news_since_post,
                                               (uint32_t)m->delivered,
                                               m->read_value);
-        if ((verdict == HIPOWER_DEMOTE_IDLE) || break_verdict) {
+        if ((verdict == HIPOWER_DEMOTE_IDLE) ||
+            (brk == MODEL_BREAK_VERDICT)) {
             m->active = 0;
         } else {
             m->last_news = m->now;
@@ -185,11 +226,12 @@ static void model_progress(active_model_t *m, int break_verdict)
         m->posted_gen      = m->handshake_gen;
         m->news_since_post = 0;
         m->handshake       = 1;
+        m->wake_due        = 1;
     }
 }
 
 /* Runs the model; returns the messages stranded at the end */
-static uint64_t model_run(unsigned seed, unsigned steps, int break_verdict,
+static uint64_t model_run(unsigned seed, unsigned steps, int brk,
                           unsigned *demotions_p)
 {
     active_model_t m;
@@ -216,7 +258,7 @@ static uint64_t model_run(unsigned seed, unsigned steps, int break_verdict,
             model_serve_handshake(&m);
             break;
         default:
-            model_progress(&m, break_verdict);
+            model_progress(&m, brk);
             break;
         }
         demotions += (was_active && !m.active);
@@ -227,7 +269,7 @@ static uint64_t model_run(unsigned seed, unsigned steps, int break_verdict,
     for (i = 0; i < 4 * MODEL_QUEUE + 100; ++i) {
         model_land(&m);
         model_serve_handshake(&m);
-        model_progress(&m, break_verdict);
+        model_progress(&m, brk);
     }
 
     *demotions_p = demotions;
@@ -240,7 +282,7 @@ START_TEST(test_active_model)
     unsigned seed;
 
     for (seed = 0; seed < 200; ++seed) {
-        ck_assert_msg(model_run(seed + _i * 1000, 5000, 0, &demotions) == 0,
+        ck_assert_msg(model_run(seed + _i * 1000, 5000, MODEL_SOUND, &demotions) == 0,
                       "seed %u: messages stranded in an idle endpoint",
                       seed + _i * 1000);
         total_demotions += demotions;
@@ -251,17 +293,30 @@ START_TEST(test_active_model)
 }
 END_TEST
 
-START_TEST(test_active_model_detects_broken_verdict)
+/* Of 50 seeds, the runs of a broken model that strand messages */
+static unsigned model_stranded_runs(int brk)
 {
     unsigned demotions, seed, stranded_runs = 0;
 
     for (seed = 0; seed < 50; ++seed) {
-        stranded_runs += (model_run(seed, 5000, 1, &demotions) > 0);
+        stranded_runs += (model_run(seed, 5000, brk, &demotions) > 0);
     }
+    return stranded_runs;
+}
 
+START_TEST(test_active_model_detects_broken_verdict)
+{
     /* The model can fail: a verdict that ignores the announced count
      * strands messages */
-    ck_assert_uint_gt(stranded_runs, 0);
+    ck_assert_uint_gt(model_stranded_runs(MODEL_BREAK_VERDICT), 0);
+}
+END_TEST
+
+START_TEST(test_active_model_detects_unpolled_wakeups)
+{
+    /* Wake-ups of handshakes that kept the endpoint active, left unpolled,
+     * use up the receives and stall the sender */
+    ck_assert_uint_gt(model_stranded_runs(MODEL_BREAK_WAKE_DUE), 0);
 }
 END_TEST
 
@@ -281,6 +336,7 @@ Suite *hipower_active_suite(void)
     tcase_set_timeout(tcase, 120);
     tcase_add_loop_test(tcase, test_active_model, 0, 4);
     tcase_add_test(tcase, test_active_model_detects_broken_verdict);
+    tcase_add_test(tcase, test_active_model_detects_unpolled_wakeups);
     suite_add_tcase(suite, tcase);
 
     return suite;

@@ -1296,8 +1296,8 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
         uct_hipower_ep_deactivate(self);
     }
     --iface->num_idle;
-    if (self->flags & UCT_HIPOWER_EP_FLAG_DEMOTING) {
-        --iface->num_demoting; /* Its handshake's completion is dropped */
+    if (self->flags & UCT_HIPOWER_EP_FLAG_WAKE_DUE) {
+        --iface->num_wake_due; /* Its wake-up, if any, is flushed */
     }
     if (self->flags & UCT_HIPOWER_EP_FLAG_IMM_DUE) {
         --iface->event.rx_expected;

@@ -9,6 +9,7 @@
 
 #include <uct/base/uct_iov.inl>
 #include <ucs/arch/cpu.h>
+#include <arpa/inet.h>
 
 
 enum {
@@ -39,7 +40,15 @@ enum {
     UCT_HIPOWER_EP_FLAG_ACTIVE         = UCS_BIT(14),
     UCT_HIPOWER_EP_FLAG_DEMOTING       = UCS_BIT(15), /* Handshake out */
     /* A message or a wake-up came while the demotion handshake was out */
-    UCT_HIPOWER_EP_FLAG_NEWS           = UCS_BIT(16)
+    UCT_HIPOWER_EP_FLAG_NEWS           = UCS_BIT(16),
+    /* A sleep handshake (demotion or arm) told the peer a generation whose
+     * wake-up has not been polled yet: the peer's next write carries it as
+     * an immediate, which takes a receive of our QP. Progress polls the
+     * wake-up CQ while any endpoint has this, active or not: a handshake
+     * whose verdict kept the endpoint active still gets its wake-up, and
+     * unpolled wake-ups would use up the receives and stall the peer's QP
+     * (receiver not ready) */
+    UCT_HIPOWER_EP_FLAG_WAKE_DUE       = UCS_BIT(17)
 };
 
 
@@ -456,7 +465,7 @@ uct_hipower_ep_wakeup_check(uct_hipower_ep_t *ep, struct ibv_send_wr *wr)
     gen = *(volatile uint64_t*)&ep->ctrl->peer_sleep_gen;
     if (ucs_unlikely(gen != ep->tx.woken_gen)) {
         wr->opcode   = IBV_WR_RDMA_WRITE_WITH_IMM;
-        wr->imm_data = 0;
+        wr->imm_data = htonl((uint32_t)gen); /* Which one wakes */
     }
     return gen;
 }

@@ -180,6 +180,14 @@ unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
             ep->flags &= ~(UCT_HIPOWER_EP_FLAG_FIRST_IMM |
                            UCT_HIPOWER_EP_FLAG_IMM_DUE);
         }
+        if ((ep->flags & UCT_HIPOWER_EP_FLAG_WAKE_DUE) &&
+            (wc[i].wc_flags & IBV_WC_WITH_IMM) &&
+            (ntohl(wc[i].imm_data) == (uint32_t)ep->event.posted_gen)) {
+            /* The wake-up of our latest handshake: none is due any more
+             * (an older one's leaves the flag for the latest's) */
+            ep->flags &= ~UCT_HIPOWER_EP_FLAG_WAKE_DUE;
+            --iface->num_wake_due;
+        }
         iface->event.new_gen = 1;
         iface->stats.wakeup_events++;
         uct_hipower_ep_post_event_recvs(ep, 1);
@@ -292,6 +300,11 @@ static ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep,
     }
 
     ep->event.posted_gen = gen;
+    uct_hipower_ep_iface(ep)->stats.handshakes++;
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_WAKE_DUE)) {
+        ep->flags |= UCT_HIPOWER_EP_FLAG_WAKE_DUE;
+        ++uct_hipower_ep_iface(ep)->num_wake_due;
+    }
     return UCS_OK;
 }
 
@@ -446,11 +459,8 @@ void uct_hipower_ep_demote(uct_hipower_ep_t *ep)
     if ((ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
                       UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ||
         !(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_READY)) {
-        if (ep->flags & UCT_HIPOWER_EP_FLAG_DEMOTING) {
-            /* A failed handshake completes with no verdict */
-            ep->flags &= ~UCT_HIPOWER_EP_FLAG_DEMOTING;
-            --iface->num_demoting;
-        }
+        /* A failed handshake completes with no verdict */
+        ep->flags &= ~UCT_HIPOWER_EP_FLAG_DEMOTING;
         uct_hipower_ep_deactivate(ep);
         iface->stats.demotions++;
         return;
@@ -475,7 +485,6 @@ void uct_hipower_ep_demote(uct_hipower_ep_t *ep)
 
     ep->flags = (ep->flags | UCT_HIPOWER_EP_FLAG_DEMOTING) &
                 ~UCT_HIPOWER_EP_FLAG_NEWS;
-    ++iface->num_demoting;
 }
 
 void uct_hipower_ep_demote_done(uct_hipower_ep_t *ep, uint64_t gen)
@@ -490,7 +499,6 @@ void uct_hipower_ep_demote_done(uct_hipower_ep_t *ep, uint64_t gen)
     }
 
     ep->flags &= ~UCT_HIPOWER_EP_FLAG_DEMOTING;
-    --iface->num_demoting;
     ucs_memory_cpu_load_fence();
     announced = *(volatile uint64_t*)&ep->ctrl->peer_announced;
     verdict   = hipower_demote_verdict(gen, ep->event.posted_gen,

@@ -522,13 +522,14 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
     }
 
     count = uct_hipower_iface_poll_cq(iface);
-    if ((iface->num_idle + iface->num_demoting > 0) ||
+    if ((iface->num_idle + iface->num_wake_due > 0) ||
         ucs_unlikely((iface->event.gen != 0) ||
                      (iface->event.rx_expected > 0))) {
-        /* An idle endpoint's peer wakes it with a write with immediate (and
-         * one being demoted may have been woken already: that must count
-         * for its verdict, and the receive be reposted); someone has slept
-         * on this interface; or receive completions are due (flushed
+        /* An idle endpoint's peer wakes it with a write with immediate, and
+         * so does the peer of one whose sleep handshake's wake-up is still
+         * due (its receive must be reposted, and one that comes while the
+         * demotion is out counts for the verdict); someone has slept on
+         * this interface; or receive completions are due (flushed
          * receives) */
         count += uct_hipower_iface_progress_events(iface);
     }
@@ -777,7 +778,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     ucs_list_head_init(&self->ep_list);
     ucs_list_head_init(&self->active_eps);
     self->num_idle      = 0;
-    self->num_demoting  = 0;
+    self->num_wake_due  = 0;
     self->clock.now     = ucs_get_time();
     self->clock.calls   = 0;
     ucs_list_head_init(&self->pending_eps);

@@ -132,7 +132,7 @@ typedef struct uct_hipower_iface {
      * and woken by their peer's next write with immediate */
     ucs_list_link_t              active_eps;
     unsigned                     num_idle;
-    unsigned                     num_demoting; /* Demotion handshakes out */
+    unsigned                     num_wake_due; /* Eps with FLAG_WAKE_DUE */
     /* Progress reads the clock once per UCT_HIPOWER_CLOCK_CALLS calls */
     struct {
         ucs_time_t               now;

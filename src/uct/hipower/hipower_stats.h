@@ -47,6 +47,8 @@
                             ones only (hipower_active.h) */ \
     _f(demotions)        /* Endpoints that went idle after IDLE_TIME */ \
     _f(promotions)       /* Idle endpoints woken by a peer's write */ \
+    _f(handshakes)       /* Sleep handshakes posted (demotions tried, and \
+                            sleeps): each can cost one wake-up completion */ \
     _f(peak_eps)         /* Most endpoints at once */ \
     _f(pool_bytes)       /* Receive slot arena: UCX_HIPOWER_MEM_BUDGET \
                             rounded to slots, pinned at open */ \
