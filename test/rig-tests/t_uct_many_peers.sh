@@ -27,7 +27,7 @@ grep -q '^100%: Checks: 1, Failures: 0, Errors: 0' <<< "$out" ||
 # The receiving interface: every endpoint went idle at least once, woke
 # for its message, and its pinned receive memory stayed within the budget
 # plus one page of control words per endpoint
-echo "$out" | grep '^hipower-stats' | awk -v n=$peers '
+echo "$out" | grep -o 'hipower-stats .*' | awk -v n=$peers '
     { delete v; for (i = 3; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] } }
     v["rx_msgs"] >= n {
         seen = 1

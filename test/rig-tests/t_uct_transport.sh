@@ -52,7 +52,7 @@ for mode in ${HIPOWER_TEST_MODES:-self push pull}; do
     # and in self and push modes some
     # interface did poll receive completions (wake-ups), so the counter
     # counts what the receiver polls
-    echo "$out" | grep '^hipower-stats' | awk -v mode=$mode -v n="$HIPOWER_TEST_MSGS" '
+    echo "$out" | grep -o 'hipower-stats .*' | awk -v mode=$mode -v n="$HIPOWER_TEST_MSGS" '
         { delete v; for (i = 1; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] } }
         v["rx_msgs"] >= n / 2 { seen = 1 }
         v["rx_msgs"] >= n / 2 && v["rx_completions"] - v["handshakes"] > 40 {
@@ -64,8 +64,10 @@ for mode in ${HIPOWER_TEST_MODES:-self push pull}; do
     # The fence test's interface fences 5 puts after 5 gets. rxe orders a
     # write after a read on one QP by itself (its unacked-PSN window), so
     # the data cannot show a missing fence here: the counter of requests
-    # posted with IBV_SEND_FENCE does
-    echo "$out" | grep '^hipower-stats' | grep -q ' fenced_wrs=5 ' ||
-        fail "uct_iface_fence() did not fence the next request of each get/put"
+    # posted with IBV_SEND_FENCE does. (The stats line is one write, but
+    # a log line another thread of the process was writing to stdout may
+    # come before it on the same line: hence grep -o, not ^)
+    echo "$out" | grep -o 'hipower-stats .*' | grep -q ' fenced_wrs=5 ' ||
+        fail "uct_iface_fence() did not fence the next request of each get/put (fenced_wrs per interface: $(echo "$out" | grep -o 'fenced_wrs=[0-9]*' | tr '\n' ' '); lines with stats: $(echo "$out" | grep -c 'hipower-stats'))"
 done
 echo "ok: notification modes ${HIPOWER_TEST_MODES:-self push pull}, $HIPOWER_TEST_MSGS random messages each${one_case:+ (case $one_case only)}"

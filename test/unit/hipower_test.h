@@ -24,5 +24,6 @@ Suite *hipower_layout_suite(void);
 Suite *hipower_frame_suite(void);
 Suite *hipower_active_suite(void);
 Suite *hipower_grant_suite(void);
+Suite *hipower_switch_suite(void);
 
 #endif

@@ -154,6 +154,9 @@ static void uct_hipower_ep_retire_ops(uct_hipower_ep_t *ep, uint64_t sn)
                                (int64_t)(op->sn - sn) <= 0) {
         switch (op->type) {
         case UCT_HIPOWER_OP_RECYCLE_READ:
+            /* A copy of an old run's bitmap, read before we moved to a
+             * new run, recycles nothing: its bound is below what the
+             * switch counted as recycled (hipower_tx_ring_switch()) */
             ucs_memory_cpu_load_fence();
             recycled = hipower_tx_ring_recycle(&ep->tx.ring,
                                                ep->ctrl->peer_consumed,
@@ -382,7 +385,10 @@ void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep)
                                         ep->ctrl->peer_consumed,
                                         ep->tx.ring.num_slots,
                                         ep->ctrl_local_mr->lkey,
-                                        ep->peer.consumed_addr)) {
+                                        ep->peer.consumed_addr +
+                                        (ep->tx.epoch & 1) *
+                                        UCT_HIPOWER_BITMAP_WORDS *
+                                        sizeof(hipower_bitmap_word_t))) {
         uct_hipower_ep_iface(ep)->stats.bitmap_reads++;
     }
 }
@@ -774,6 +780,8 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     ep->peer.state_addr        = ep_addr->ctrl_write_addr +
                                  UCT_HIPOWER_CTRL_SPAN(written_view,
                                                        peer_state);
+    ep->peer.grant_addr        = ep_addr->ctrl_write_addr +
+                                 UCT_HIPOWER_CTRL_SPAN(written_view, grant);
     ep->peer.ctrl_read_rkey    = ep_addr->ctrl_read_rkey;
     ep->peer.written_view_addr = ep_addr->ctrl_write_addr;
     ep->peer.ctrl_write_rkey   = ep_addr->ctrl_write_rkey;
@@ -926,6 +934,13 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
     keep   = (iface->num_eps + 1 < iface->config.max_eps) ?
              (iface->config.max_eps - iface->num_eps - 1) *
              iface->config.min_slots_per_ep : 0;
+    if (iface->config.shared_pool) {
+        /* A shrink needs a free run before the larger one comes back
+         * (hipower_grant_decide()): new endpoints leave that free too */
+        keep += iface->pool.reserve;
+    }
+    /* With the shared pool a run larger than the endpoint's share later
+     * shrinks, and a smaller one grows when its peer fills it */
     status = hipower_arena_alloc_keep(&iface->arena.slots,
                                       iface->config.slots_per_ep,
                                       iface->config.min_slots_per_ep, keep,
@@ -951,7 +966,8 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
     ep->rx.first_slot = first;
     ep->rx.slots      = UCS_PTR_BYTE_OFFSET(iface->arena.base,
                                             (size_t)first * stride);
-    hipower_rx_ring_init(&ep->rx.ring, count, ep->ctrl->consumed);
+    hipower_rx_ring_init(&ep->rx.ring, count,
+                         uct_hipower_ep_consumed(ep, ep->rx.epoch));
 
     status = uct_hipower_md_reg_internal(md, ep->rx.slots,
                                          (size_t)count * stride,
@@ -970,12 +986,7 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
  * no longer write them, whatever its QP still sends */
 static void uct_hipower_ep_free_rx(uct_hipower_ep_t *ep)
 {
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
-
-    uct_hipower_md_dereg_internal(md, ep->rx.mr, "receive slots");
-    hipower_arena_free(&iface->arena.slots, ep->rx.first_slot,
-                       ep->rx.ring.num_slots);
+    uct_hipower_ep_free_runs(ep);
 }
 
 static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
@@ -998,6 +1009,11 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->tx.published        = 0;
     self->tx.publish_slot     = 0;
     self->tx.msgs             = 0;
+    self->tx.epoch            = 1;
+    self->tx.ack_flags        = 0;
+    self->rx.epoch            = 1;
+    self->rx.wants            = 0;
+    self->rx.granted.count    = 0;
     /* The first bitmap write always wakes the peer: it may have gone to
      * sleep before it knew we would send (see hipower_event.c) */
     self->tx.woken_gen        = UINT64_MAX;
@@ -1018,6 +1034,8 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
         return status;
     }
     memset(self->ctrl, 0, sizeof(*self->ctrl));
+    /* No grant yet: the record's epoch is that of the first run */
+    self->ctrl->grant.epoch = 1;
 
     status = uct_hipower_ep_reg_ctrl(self);
     if (status != UCS_OK) {
@@ -1061,6 +1079,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
      * immediate; without demotion (pull mode, announce batches) always
      * active */
     ++iface->num_idle;
+    iface->pool.idle_held += uct_hipower_ep_rx_held(self);
     self->last_news = iface->clock.now;
     if (!iface->config.demote) {
         uct_hipower_ep_activate(self);
@@ -1296,6 +1315,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
         uct_hipower_ep_deactivate(self);
     }
     --iface->num_idle;
+    iface->pool.idle_held -= uct_hipower_ep_rx_held(self);
     if (self->flags & UCT_HIPOWER_EP_FLAG_WAKE_DUE) {
         --iface->num_wake_due; /* Its wake-up, if any, is flushed */
     }

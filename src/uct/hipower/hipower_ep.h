@@ -91,6 +91,14 @@ typedef struct uct_hipower_ep {
         void                     *slots;
         struct ibv_mr            *mr;          /* REMOTE_WRITE, our slots */
         uint32_t                 first_slot;   /* In the arena */
+        uint32_t                 epoch;        /* Of the current run */
+        int                      wants;        /* The peer's run was full */
+        struct {                               /* Granted, not yet adopted */
+            void                 *slots;
+            struct ibv_mr        *mr;
+            uint32_t             first_slot;
+            uint32_t             count;        /* 0: no grant out */
+        } granted;
     } rx;
 
     struct {
@@ -104,6 +112,8 @@ typedef struct uct_hipower_ep {
         uint32_t                 announce_word; /* Push: their bitmap word */
         uint64_t                 woken_gen;    /* Peer sleep gen we woke */
         uint32_t                 msg_wrs;      /* Per message, at most */
+        uint64_t                 epoch;        /* Of the peer's run we use */
+        uint64_t                 ack_flags;    /* For the next trailer */
     } tx;
 
     struct {
@@ -121,6 +131,7 @@ typedef struct uct_hipower_ep {
         uint64_t                 announced_addr;
         uint64_t                 sleep_gen_addr;
         uint64_t                 state_addr;   /* Its peer_state word */
+        uint64_t                 grant_addr;   /* Its grant record */
         uint32_t                 ctrl_read_rkey;
         uint64_t                 written_view_addr;
         uint32_t                 ctrl_write_rkey;
@@ -501,6 +512,47 @@ static UCS_F_ALWAYS_INLINE void
 uct_hipower_ep_peer_ready(uct_hipower_ep_t *ep)
 {
     ep->flags |= UCT_HIPOWER_EP_FLAG_PEER_READY;
+}
+
+/* The shared pool (hipower_ep_grant.c, docs/protocol.md 9.2) */
+
+/* Receiver: the peer's run is full or larger than its share: grants a
+ * new run if the rules say so */
+void uct_hipower_ep_rx_regrant(uct_hipower_ep_t *ep);
+
+/* Receiver: a grant is out; moves to the granted run once its first
+ * message is there and the old run is drained. Returns 1 if it moved */
+int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep);
+
+/* Sender: the receiver granted a new run (the record's epoch changed):
+ * the next message goes there */
+void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep);
+
+/* The runs an endpoint holds go back to the pool */
+void uct_hipower_ep_free_runs(uct_hipower_ep_t *ep);
+
+/* Recomputes an active endpoint's share after the active set changed */
+void uct_hipower_iface_pool_update(uct_hipower_iface_t *iface);
+
+/* Slots the endpoint's receive side holds: its run and a granted one */
+static UCS_F_ALWAYS_INLINE uint32_t
+uct_hipower_ep_rx_held(const uct_hipower_ep_t *ep)
+{
+    return ep->rx.ring.num_slots + ep->rx.granted.count;
+}
+
+/* The consumed bitmap of runs of epoch @a epoch's parity */
+static UCS_F_ALWAYS_INLINE hipower_bitmap_word_t *
+uct_hipower_ep_consumed(uct_hipower_ep_t *ep, uint32_t epoch)
+{
+    return &ep->ctrl->consumed[(epoch & 1) * UCT_HIPOWER_BITMAP_WORDS];
+}
+
+/* Sender: whether the receiver granted a run we have not adopted: one
+ * load per send */
+static UCS_F_ALWAYS_INLINE int uct_hipower_ep_tx_granted(uct_hipower_ep_t *ep)
+{
+    return *(volatile uint64_t*)&ep->ctrl->grant.epoch != ep->tx.epoch;
 }
 
 /* Delivers the messages that have arrived; returns how many */

@@ -92,8 +92,15 @@ uct_hipower_ep_tx_check(uct_hipower_ep_t *ep)
         return status;
     }
 
+    /* The receiver granted a new run: this message goes there */
+    if (ucs_unlikely(uct_hipower_ep_tx_granted(ep))) {
+        uct_hipower_ep_tx_adopt(ep);
+    }
+
     if (ucs_unlikely(hipower_tx_ring_free(&ep->tx.ring) == 0)) {
         iface->stats.pool_empty++;
+        /* Our next message tells the receiver its run was too small */
+        ep->tx.ack_flags |= HIPOWER_SLOT_ACK_WANTS;
         uct_hipower_ep_post_recycle_read(ep);
         return UCS_ERR_NO_RESOURCE;
     }
@@ -209,7 +216,8 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
      * peer's messages, so that under two-way traffic the peer recycles
      * without reading our bitmap */
     hipower_slot_trailer_store(trailer_p, am_id, length, seq,
-                               hipower_rx_ring_acked(&ep->rx.ring));
+                               hipower_rx_ring_acked(&ep->rx.ring) |
+                               ep->tx.ack_flags);
     ep->tx.msgs++;
 
     data_wr->opcode              = IBV_WR_RDMA_WRITE;

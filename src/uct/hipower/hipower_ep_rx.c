@@ -185,6 +185,7 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
     const char *reason;
     ucs_status_t status;
     uint32_t slot, seq, length, acked;
+    uint64_t ack_word;
     char *slot_base;
     void *data;
 
@@ -241,10 +242,10 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
 
         /* Slots of ours the peer has released: read after the mark (the
          * fence above), bounded by what we have outstanding */
-        acked = hipower_tx_ring_ack(&ep->tx.ring,
-                                    hipower_slot_trailer_ack(
-                                            slot_base +
-                                            layout.trailer_offset));
+        ack_word = hipower_slot_trailer_ack_word(slot_base +
+                                                 layout.trailer_offset);
+        ep->rx.wants |= !!(ack_word & HIPOWER_SLOT_ACK_WANTS);
+        acked = hipower_tx_ring_ack(&ep->tx.ring, (uint32_t)ack_word);
         if (ucs_unlikely(acked > 0)) {
             uct_hipower_ep_rx_acked(ep, acked);
         }
@@ -286,10 +287,10 @@ static unsigned uct_hipower_ep_rx_progress_self(uct_hipower_ep_t *ep)
     const uint32_t num_slots      = ring->num_slots;
     char *const slots             = ep->rx.slots;
     const size_t max_payload      = iface->config.max_payload;
-    uint32_t slot, seq, length, ack, acked;
+    uint32_t slot, seq, length, acked;
     hipower_slot_trailer_t trailer;
     hipower_slot_placement_t placement;
-    uint64_t key, rx_bytes = 0;
+    uint64_t key, ack_word, ack_or = 0, rx_bytes = 0;
     unsigned i, am_id;
     char *slot_base;
     void *data;
@@ -324,8 +325,10 @@ static unsigned uct_hipower_ep_rx_progress_self(uct_hipower_ep_t *ep)
 
             /* Slots of ours the peer has released: read after the mark,
              * bounded by what we have outstanding */
-            ack = hipower_slot_trailer_ack(slot_base + layout.trailer_offset);
-            acked = hipower_tx_ring_ack(&ep->tx.ring, ack);
+            ack_word = hipower_slot_trailer_ack_word(slot_base +
+                                                     layout.trailer_offset);
+            ack_or  |= ack_word;
+            acked    = hipower_tx_ring_ack(&ep->tx.ring, (uint32_t)ack_word);
             if (ucs_unlikely(acked > 0)) {
                 uct_hipower_ep_rx_acked(ep, acked);
             }
@@ -353,7 +356,39 @@ static unsigned uct_hipower_ep_rx_progress_self(uct_hipower_ep_t *ep)
     hipower_rx_ring_advance_run(ring, i);
     iface->stats.rx_msgs  += i;
     iface->stats.rx_bytes += rx_bytes;
+    ep->rx.wants          |= !!(ack_or & HIPOWER_SLOT_ACK_WANTS);
     return i;
+}
+
+static UCS_F_ALWAYS_INLINE unsigned
+uct_hipower_ep_rx_progress_self_mode(uct_hipower_ep_t *ep, int hold)
+{
+    return hold ? uct_hipower_ep_rx_progress_common(ep, 1, 1) :
+                  uct_hipower_ep_rx_progress_self(ep);
+}
+
+/*
+ * Self mode: the messages, then the shared pool's business (hipower_ep_grant.c):
+ * while a grant is out, whether the peer moved to it (then the messages of
+ * the new run); after messages, whether the peer's run is to change
+ * because it said it was full or it holds more than its share.
+ */
+static UCS_F_ALWAYS_INLINE unsigned
+uct_hipower_ep_rx_progress_runs(uct_hipower_ep_t *ep, int hold)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    unsigned count             = uct_hipower_ep_rx_progress_self_mode(ep, hold);
+
+    if (ucs_unlikely(ep->rx.granted.count > 0)) {
+        if (uct_hipower_ep_rx_switch(ep)) {
+            count += uct_hipower_ep_rx_progress_self_mode(ep, hold);
+        }
+    } else if ((count > 0) && iface->config.shared_pool &&
+               (ep->rx.wants ||
+                (ep->rx.ring.num_slots > iface->pool.fair))) {
+        uct_hipower_ep_rx_regrant(ep);
+    }
+    return count;
 }
 
 unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
@@ -362,8 +397,8 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
 
     if (iface->config.notify == UCT_HIPOWER_NOTIFY_SELF) {
         return iface->config.hold_slots ?
-               uct_hipower_ep_rx_progress_common(ep, 1, 1) :
-               uct_hipower_ep_rx_progress_self(ep);
+               uct_hipower_ep_rx_progress_runs(ep, 1) :
+               uct_hipower_ep_rx_progress_runs(ep, 0);
     }
 
     return iface->config.hold_slots ?
@@ -381,6 +416,13 @@ int uct_hipower_ep_rx_ready(uct_hipower_ep_t *ep)
     if (iface->config.notify != UCT_HIPOWER_NOTIFY_SELF) {
         return hipower_rx_ring_ready_count(ring, ep->ctrl->written_view,
                                            1) > 0;
+    }
+
+    if ((ep->rx.granted.count > 0) &&
+        hipower_slot_trailer_is(*hipower_slot_mark(ep->rx.granted.slots,
+                                                   &iface->config.layout),
+                                0)) {
+        return 1; /* The peer moved to its granted run */
     }
 
     slot = hipower_ring_slot(ring->num_slots, ring->head);

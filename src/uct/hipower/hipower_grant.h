@@ -8,9 +8,12 @@
 
 /*
  * Receive memory shared by all peers of an interface (docs/protocol.md,
- * section 9.2), as rules without verbs. NOT YET WIRED into the transport:
- * the model test (test/unit/check_grant.c) checks these rules first, the
- * transport adopts them next.
+ * section 9.2), as rules without verbs, checked by a model
+ * (test/unit/check_grant.c). The transport (hipower_ep_grant.c, self mode
+ * with UCX_HIPOWER_SHARED_POOL=y) uses the sizes (hipower_grant_decide()),
+ * the record check and hipower_grant_old_remaining(); its receiver moves
+ * to a new run only once the old one is drained, a special case of the
+ * runs below, and no slot is ever held past its handler.
  *
  * An endpoint's peer writes into a *run* of the interface's slot pool: slots
  * first .. first + count - 1, messages in ring order within the run, each
@@ -206,6 +209,17 @@ static inline uint32_t hipower_rx_runs_grant(hipower_rx_runs_t *runs,
     return runs->granted.epoch;
 }
 
+/* Whether a grant record {@a epoch, @a count} the sender found, at its
+ * run's epoch @a cur_epoch, is one to adopt: the next epoch, and a size
+ * its own bookkeeping can hold (@a max_count). Anything else (an old
+ * record, a bogus one) is ignored. */
+static inline int hipower_grant_record_valid(uint64_t cur_epoch,
+                                             uint64_t epoch, uint32_t count,
+                                             uint32_t max_count)
+{
+    return (epoch == cur_epoch + 1) && (count >= 1) && (count <= max_count);
+}
+
 /**
  * Whether the sender adopts a grant record {@a epoch, @a count} it found in
  * its control words: the next epoch, and a size its own bookkeeping can
@@ -216,8 +230,8 @@ static inline int hipower_tx_grant_valid(const hipower_tx_runs_t *runs,
                                          uint32_t epoch, uint32_t count,
                                          uint32_t max_count)
 {
-    return (epoch == runs->cur.epoch + 1) && (count >= 1) &&
-           (count <= max_count);
+    return hipower_grant_record_valid(runs->cur.epoch, epoch, count,
+                                      max_count);
 }
 
 /* Adopts a valid grant: returns the old run's message count, which the
@@ -296,6 +310,25 @@ hipower_grant_decide(uint32_t cur_count, uint32_t fair, int wants, int idle,
     }
     *size_p = size;
     return HIPOWER_GRANT_GROW;
+}
+
+/**
+ * The transport's receiver (self mode) switches runs only once the old run
+ * is drained, so it never delivers from two runs at once: the granted
+ * run's first message is there and says the sender's messages in the old
+ * run end before sequence @a old_end (its low 16 bits); the receiver
+ * expects sequence @a head next in the old run of @a num_slots. Returns how
+ * many old-run messages are still to come (0: switch now), or -1 for a
+ * count the old run could not hold (a broken or hostile peer: the endpoint
+ * fails). 16 bits are enough: at most @a num_slots <= 4096 can be
+ * outstanding.
+ */
+static inline int hipower_grant_old_remaining(uint32_t head, uint16_t old_end,
+                                              uint32_t num_slots)
+{
+    uint32_t remaining = (uint16_t)(old_end - (uint16_t)head);
+
+    return (remaining > num_slots) ? -1 : (int)remaining;
 }
 
 /* The shortest run that will do for a grant decided as @a action (the

@@ -49,16 +49,28 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
 
     {"SLOTS", "64",
      "Receive slots per endpoint (1 to 4096): how many messages a peer may\n"
-     "have in flight to this endpoint before it must recycle.",
+     "have in flight to this endpoint before it must recycle. With\n"
+     "SHARED_POOL, the largest run a peer is granted.",
      ucs_offsetof(uct_hipower_iface_config_t, slots_per_ep),
      UCS_CONFIG_TYPE_UINT},
 
     {"MIN_SLOTS", "8",
      "Fewest receive slots an endpoint accepts when the memory budget runs\n"
      "short; when no run of this many is free, endpoint creation fails with\n"
-     "UCS_ERR_NO_MEMORY.",
+     "UCS_ERR_NO_MEMORY. With SHARED_POOL, the run every endpoint starts\n"
+     "with and an idle one keeps.",
      ucs_offsetof(uct_hipower_iface_config_t, min_slots_per_ep),
      UCS_CONFIG_TYPE_UINT},
+
+    {"SHARED_POOL", "y",
+     "Self mode only (ignored otherwise): the memory budget is a pool\n"
+     "shared by all peers. An endpoint starts with MIN_SLOTS slots; when its\n"
+     "peer finds them full it is granted a larger run, up to SLOTS and its\n"
+     "fair share of what the active endpoints may use, and a larger run\n"
+     "shrinks when more endpoints become active (docs/protocol.md 9.2).\n"
+     "n: each endpoint keeps the run it got at creation, up to SLOTS.",
+     ucs_offsetof(uct_hipower_iface_config_t, shared_pool),
+     UCS_CONFIG_TYPE_BOOL},
 
     {"MAX_EPS", "256",
      "Endpoints the interface guarantees to serve, reported to UCX as its\n"
@@ -820,6 +832,9 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->config.signal_interval   = config->signal_interval;
     self->config.max_inline        = config->max_inline;
     self->config.notify            = config->notify;
+    self->config.shared_pool       = config->shared_pool &&
+                                     (config->notify ==
+                                      UCT_HIPOWER_NOTIFY_SELF);
     self->config.announce_batch    = config->announce_batch;
     self->config.hold_slots        = config->hold_slots;
     self->config.print_stats       = config->print_stats;
@@ -933,6 +948,12 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         goto err_destroy_cq;
     }
     self->stats.pool_bytes    = self->arena.size;
+    /* Grows leave this much free, so that a shrink always finds a run
+     * (hipower_grant_decide()) */
+    self->pool.reserve        = ucs_min(self->arena.slots.total / 16,
+                                        4 * self->config.min_slots_per_ep);
+    self->pool.idle_held      = 0;
+    uct_hipower_iface_pool_update(self);
     /* Page-aligned and registered: whole pages are pinned */
     self->stats.ep_ctrl_bytes = ucs_align_up(sizeof(uct_hipower_ep_ctrl_t),
                                              ucs_get_page_size());

@@ -72,6 +72,7 @@ typedef struct uct_hipower_iface_config {
     unsigned                     signal_interval;
     size_t                       max_inline;
     int                          notify;
+    int                          shared_pool;
     unsigned                     announce_batch;
     unsigned                     max_eps;
     int                          hold_slots;
@@ -94,8 +95,10 @@ typedef struct uct_hipower_iface_config {
  * only what it needs to read and write only what it needs to write.
  */
 typedef struct uct_hipower_ep_ctrl {
-    /* Peer may RDMA_READ these (one MR) */
-    hipower_bitmap_word_t        consumed[UCT_HIPOWER_BITMAP_WORDS];
+    /* Peer may RDMA_READ these (one MR). Two consumed bitmaps, one per
+     * parity of the run's epoch (docs/protocol.md, 9.2): releases of the
+     * old run while it drains do not touch the new run's bits */
+    hipower_bitmap_word_t        consumed[2 * UCT_HIPOWER_BITMAP_WORDS];
     hipower_bitmap_word_t        published[UCT_HIPOWER_BITMAP_WORDS];
     uint64_t                     announced;     /* Push: messages announced */
     /* Peer RDMA_WRITEs these (the bitmap in push mode; in pull mode it is
@@ -103,6 +106,14 @@ typedef struct uct_hipower_ep_ctrl {
     hipower_bitmap_word_t        written_view[UCT_HIPOWER_BITMAP_WORDS];
     uint64_t                     peer_sleep_gen; /* Peer sleeps: wake it */
     uint64_t                     peer_state;   /* Peer ready / closed */
+    /* The run of the peer's slots it grants us next (shared pool, 9.2),
+     * epoch written last; checked before each send */
+    struct {
+        uint64_t                 slots_addr;
+        uint32_t                 rkey;
+        uint32_t                 count;
+        uint64_t                 epoch;
+    } grant;
     /* Target of our recycle READ of the peer's consumed bitmap */
     hipower_bitmap_word_t        peer_consumed[UCT_HIPOWER_BITMAP_WORDS];
     uint64_t                     peer_announced; /* Wakeup handshake READ */
@@ -201,7 +212,16 @@ typedef struct uct_hipower_iface {
         double                   overhead;
         ucs_time_t               idle_time;    /* Demote after this quiet */
         int                      demote;       /* Endpoints may go idle */
+        int                      shared_pool;  /* Runs granted on demand */
     } config;
+
+    /* The slot pool shared by all peers (docs/protocol.md, 9.2; self mode
+     * with UCX_HIPOWER_SHARED_POOL=y): what a run may grow to */
+    struct {
+        uint32_t                 fair;         /* An active endpoint's share */
+        uint32_t                 reserve;      /* Kept free by grows */
+        uint32_t                 idle_held;    /* Slots idle endpoints hold */
+    } pool;
 
     /* Wakeup (push mode): see hipower_event.c */
     struct {

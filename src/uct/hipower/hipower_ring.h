@@ -163,6 +163,31 @@ static inline uint32_t hipower_tx_ring_ack(hipower_tx_ring_t *ring,
     return delta;
 }
 
+/**
+ * The sender adopts a new run of @a num_slots (docs/protocol.md, 9.2): its
+ * next message is sequence 0 there, and the old run is never written
+ * again. Returns where its messages in the old run end (the sequence of
+ * the next one), which the first message of the new run carries. Messages
+ * still outstanding in the old run never come back through this ring, so
+ * they count as recycled: the receiver's acknowledgements count messages
+ * over all runs, and one that covers only old-run messages frees nothing
+ * here; nor does a copy of the old run's consumed bitmap from a READ
+ * posted before the switch (its bound, hipower_tx_ring_taken() then, is
+ * at most what the switch counted as recycled). The caller zeroes the
+ * written bitmap.
+ */
+static inline uint32_t hipower_tx_ring_switch(hipower_tx_ring_t *ring,
+                                              uint32_t num_slots)
+{
+    uint32_t old_end = ring->head;
+
+    ring->recycled  = hipower_tx_ring_taken(ring);
+    ring->num_slots = num_slots;
+    ring->head      = 0;
+    ring->tail      = 0;
+    return old_end;
+}
+
 /* True when free slots are below @a threshold (a count of slots) */
 static inline int hipower_tx_ring_wants_recycle(const hipower_tx_ring_t *ring,
                                                 uint32_t threshold)
@@ -266,6 +291,24 @@ static inline void hipower_rx_ring_advance_run(hipower_rx_ring_t *ring,
     ring->head  += count;
     ring->taken += count;
     ring->acked  = ring->taken;
+}
+
+/*
+ * The receiver moves to the sender's new run of @a num_slots, whose
+ * released bits go to @a consumed (zeroed): sequence numbers restart at 0,
+ * the counts of messages delivered and acknowledged go on (they span
+ * runs, see hipower_tx_ring_switch()). Only once everything of the old
+ * run was delivered and released.
+ */
+static inline void hipower_rx_ring_switch(hipower_rx_ring_t *ring,
+                                          uint32_t num_slots,
+                                          hipower_bitmap_word_t *consumed)
+{
+    assert(ring->held == 0);
+
+    ring->num_slots = num_slots;
+    ring->head      = 0;
+    ring->consumed  = consumed;
 }
 
 /* Messages delivered so far, mod 2^32: the sender's count of messages

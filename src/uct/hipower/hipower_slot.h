@@ -25,7 +25,14 @@
  *                  has released, a count modulo 2^32 (hipower_ring.h); it
  *                  lets this peer reuse those slots without reading the
  *                  sender's consumed bitmap
- *     bits 32..63  reserved, 0
+ *     bits 32..47  first message of a new run (HIPOWER_SLOT_ACK_SWITCH):
+ *                  where the sender's messages in its old run end, the low
+ *                  16 bits of the sequence number after its last one
+ *     bit  48      HIPOWER_SLOT_ACK_WANTS: the sender found its run full
+ *                  since its last message (it asks for a larger one)
+ *     bit  49      HIPOWER_SLOT_ACK_SWITCH
+ *     bits 50..63  reserved, 0
+ * (docs/protocol.md, section 9.2: runs granted from a shared pool)
  *   mark word (last, read with one load):
  *     bits  0..31  length of the AM data (for am_short: 8-byte header + payload)
  *     bits 32..39  active message id
@@ -71,16 +78,33 @@ hipower_slot_trailer_make(uint8_t am_id, uint32_t length, uint32_t seq)
            (HIPOWER_SLOT_MAGIC << 40) | ((uint64_t)(uint16_t)seq << 48);
 }
 
+/* Ack word flags (bits 32..63, see above) */
+#define HIPOWER_SLOT_ACK_WANTS         (1ull << 48)
+#define HIPOWER_SLOT_ACK_SWITCH        (1ull << 49)
+
+/* The ack word's upper half in the first message of a new run, whose old
+ * run ends before sequence @a old_end */
+static inline uint64_t hipower_slot_ack_switch(uint32_t old_end)
+{
+    return HIPOWER_SLOT_ACK_SWITCH | ((uint64_t)(uint16_t)old_end << 32);
+}
+
+/* The old run's end a switch message carries (16 bits of it) */
+static inline uint16_t hipower_slot_ack_old_end(uint64_t ack_word)
+{
+    return (uint16_t)(ack_word >> 32);
+}
+
 /*
- * Stores the whole trailer of message @a seq, carrying acknowledgement
- * @a ack, at @a dst: right after the data, which may end anywhere, so the
- * stores do not assume alignment (one instruction each on x86).
+ * Stores the whole trailer of message @a seq, carrying the ack word
+ * @a ack_word (the acknowledgement, and flags in its upper half), at @a dst:
+ * right after the data, which may end anywhere, so the stores do not assume
+ * alignment (one instruction each on x86).
  */
 static inline void hipower_slot_trailer_store(void *dst, uint8_t am_id,
                                               uint32_t length, uint32_t seq,
-                                              uint32_t ack)
+                                              uint64_t ack_word)
 {
-    uint64_t ack_word              = ack;
     hipower_slot_trailer_t mark    = hipower_slot_trailer_make(am_id, length,
                                                                seq);
 
@@ -88,10 +112,16 @@ static inline void hipower_slot_trailer_store(void *dst, uint8_t am_id,
     memcpy((char*)dst + HIPOWER_SLOT_MARK_OFFSET, &mark, sizeof(mark));
 }
 
+/* The ack word of an arrived message's trailer */
+static inline uint64_t hipower_slot_trailer_ack_word(const void *trailer)
+{
+    return *(const volatile uint64_t*)trailer;
+}
+
 /* The acknowledgement in the ack word of an arrived message's trailer */
 static inline uint32_t hipower_slot_trailer_ack(const void *trailer)
 {
-    return (uint32_t)*(const volatile uint64_t*)trailer;
+    return (uint32_t)hipower_slot_trailer_ack_word(trailer);
 }
 
 /* The part of message @a seq's trailer the receiver knows in advance */

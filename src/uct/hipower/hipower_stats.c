@@ -24,6 +24,12 @@ void uct_hipower_stats_print(const uct_hipower_stats_t *stats,
                  (stats->bitmap_reads == 0) ? 0.0 :
                  (double)stats->slots_recycled / stats->bitmap_reads);
     }
+    /* Whatever the process buffered for stdout goes first, whole lines:
+     * with both streams on one pipe, the line must start a line of its own
+     * (tests look for it with ^) */
+    if (stream != stdout) {
+        fflush(stdout);
+    }
     fputs(line, stream);
     fflush(stream);
 #undef UCT_HIPOWER_STATS_PRINT

@@ -49,6 +49,10 @@
     _f(promotions)       /* Idle endpoints woken by a peer's write */ \
     _f(handshakes)       /* Sleep handshakes posted (demotions tried, and \
                             sleeps): each can cost one wake-up completion */ \
+    _f(grants)           /* Shared pool: runs granted to peers (grow or \
+                            shrink) */ \
+    _f(run_switches)     /* Peers that moved to their granted run */ \
+    _f(runs_adopted)     /* Runs the peers granted us, adopted */ \
     _f(peak_eps)         /* Most endpoints at once */ \
     _f(pool_bytes)       /* Receive slot arena: UCX_HIPOWER_MEM_BUDGET \
                             rounded to slots, pinned at open */ \

@@ -1,0 +1,465 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#include "hipower_test.h"
+#include "hipower_arena.h"
+#include "hipower_grant.h"
+#include "hipower_ring.h"
+#include "hipower_slot.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * The run switch as the transport does it (hipower_ep_grant.c, self mode,
+ * docs/protocol.md 9.2), with the real ring, trailer and grant functions:
+ * one sender, one receiver, a pool of slots, and everything that crosses
+ * the wire delayed at random. The sender's frames land in order (one QP);
+ * the receiver's grant records and the acknowledgements its own messages
+ * carry arrive in order (its QP), late; recycle READs return a copy of the
+ * consumed bitmap taken at some moment after they were posted, and arrive
+ * late, applied whichever run the sender is in by then (their bound makes
+ * an old run's copy harmless). The receiver grants runs of random sizes at random times; it
+ * moves to a granted run once its first message is there and the old run
+ * is drained, then deregisters and frees the old run.
+ *
+ * Checked: every message is delivered once, in order, with its payload; a
+ * frame never lands on a slot whose message was not consumed yet (the
+ * sender reused a slot too early) nor outside the runs registered for the
+ * sender (it wrote a run already given back).
+ */
+
+#define SW_POOL       64
+#define SW_FIFO       256
+#define SW_SLOT_SIZE  256
+
+enum {
+    SW_BREAK_NONE,
+    /* The sender restarts its ring's counts at a switch, as a fresh ring */
+    SW_BREAK_RESET_COUNTS,
+    /* The receiver grants without zeroing the new epoch's consumed bits */
+    SW_BREAK_NO_ZERO,
+    /* The receiver moves to the granted run as soon as its first message
+     * is there, without draining the old one */
+    SW_BREAK_NO_DRAIN
+};
+
+typedef struct {
+    uint32_t slot;                 /* Pool slot */
+    uint8_t  frame[24];            /* Payload (8 B) and trailer */
+} sw_write_t;
+
+typedef struct {
+    int      is_grant;
+    uint64_t epoch;
+    uint32_t first, count;         /* Grant */
+    uint32_t ack;                  /* Acknowledgement */
+} sw_back_t;
+
+typedef struct {
+    int                   posted, served;
+    uint32_t              taken_at_read, epoch; /* Epoch: of the copy */
+    hipower_bitmap_word_t copy[HIPOWER_BITMAP_WORDS(SW_POOL)];
+} sw_read_t;
+
+typedef struct {
+    hipower_slot_layout_t layout;
+    uint8_t               *mem;
+    hipower_arena_t       arena;
+    int                   registered[SW_POOL]; /* The sender may write it */
+    int                   unconsumed[SW_POOL]; /* Landed, not consumed */
+
+    /* Receiver */
+    hipower_rx_ring_t     rx;
+    hipower_bitmap_word_t consumed[2][HIPOWER_BITMAP_WORDS(SW_POOL)];
+    uint32_t              rx_first, rx_epoch;
+    uint32_t              granted_first, granted_count;
+    uint64_t              delivered;
+
+    /* Sender */
+    hipower_tx_ring_t     tx;
+    hipower_bitmap_word_t written[HIPOWER_BITMAP_WORDS(SW_POOL)];
+    uint32_t              tx_first;
+    uint64_t              tx_epoch, sent, ack_flags;
+    uint64_t              record_epoch;
+    uint32_t              record_first, record_count;
+    sw_read_t             read;
+
+    /* Wire */
+    sw_write_t            fwd[SW_FIFO];
+    unsigned              fwd_head, fwd_tail;
+    sw_back_t             back[SW_FIFO];
+    unsigned              back_head, back_tail;
+
+    int                   brk;
+    unsigned              switches, overwrites, strays, misdelivered;
+    unsigned              bad_switches;
+} sw_model_t;
+
+static uint8_t *sw_slot(sw_model_t *m, uint32_t slot)
+{
+    return m->mem + (size_t)slot * m->layout.stride;
+}
+
+static void sw_init(sw_model_t *m, int brk)
+{
+    uint32_t first, count, i;
+
+    memset(m, 0, sizeof(*m));
+    m->brk = brk;
+    hipower_slot_layout(SW_SLOT_SIZE, 1, 0, &m->layout);
+    m->mem = calloc(SW_POOL, m->layout.stride);
+    ck_assert_ptr_ne(m->mem, NULL);
+    ck_assert_int_eq(hipower_arena_init(&m->arena, SW_POOL), UCS_OK);
+    ck_assert_int_eq(hipower_arena_alloc(&m->arena, 4, 4, &first, &count),
+                     UCS_OK);
+    for (i = 0; i < count; ++i) {
+        m->registered[first + i] = 1;
+    }
+    m->rx_first = m->tx_first = first;
+    m->rx_epoch = 1;
+    m->tx_epoch = m->record_epoch = 1;
+    hipower_rx_ring_init(&m->rx, count, m->consumed[1]);
+    hipower_tx_ring_init(&m->tx, count, m->written);
+}
+
+/* Sender: adopt a grant (as uct_hipower_ep_tx_adopt()), send if a slot is
+ * free (as uct_hipower_ep_send_msg()) */
+static void sw_send(sw_model_t *m)
+{
+    uint32_t seq, old_end;
+    sw_write_t *w;
+
+    if (m->record_epoch != m->tx_epoch) {
+        ck_assert(hipower_grant_record_valid(m->tx_epoch, m->record_epoch,
+                                             m->record_count, SW_POOL));
+        if (m->brk == SW_BREAK_RESET_COUNTS) {
+            old_end = m->tx.head;
+            hipower_tx_ring_init(&m->tx, m->record_count, m->written);
+        } else {
+            old_end = hipower_tx_ring_switch(&m->tx, m->record_count);
+        }
+        memset(m->written, 0, sizeof(m->written));
+        m->tx_first  = m->record_first;
+        m->tx_epoch  = m->record_epoch;
+        m->ack_flags = hipower_slot_ack_switch(old_end);
+    }
+
+    if ((hipower_tx_ring_free(&m->tx) == 0) ||
+        (m->fwd_tail - m->fwd_head == SW_FIFO)) {
+        return;
+    }
+
+    seq = hipower_tx_ring_take(&m->tx);
+    w   = &m->fwd[m->fwd_tail++ % SW_FIFO];
+    w->slot = m->tx_first + hipower_ring_slot(m->tx.num_slots, seq);
+    memcpy(w->frame, &m->sent, 8);
+    hipower_slot_trailer_store(w->frame + 8, 1, 8, seq, m->ack_flags);
+    m->ack_flags = 0;
+    ++m->sent;
+}
+
+/* A frame lands: where the receiver lets the sender write */
+static void sw_land(sw_model_t *m)
+{
+    sw_write_t *w = &m->fwd[m->fwd_head++ % SW_FIFO];
+    uint8_t *base = sw_slot(m, w->slot);
+
+    if (!m->registered[w->slot]) {
+        ++m->strays; /* An access error on a real device */
+        return;
+    }
+    m->overwrites += m->unconsumed[w->slot];
+    m->unconsumed[w->slot] = 1;
+    memcpy(base + m->layout.trailer_offset - 8, w->frame, sizeof(w->frame));
+}
+
+/* Receiver: a batch from the current run, then the switch check */
+static void sw_receive(sw_model_t *m)
+{
+    const hipower_slot_trailer_t *mark;
+    uint32_t slot, old_count, i;
+    uint64_t payload, ack_word;
+    unsigned batch = 1 + random() % 8;
+    uint8_t *base;
+    int remaining;
+
+    while (batch-- > 0) {
+        slot = m->rx_first + hipower_ring_slot(m->rx.num_slots, m->rx.head);
+        base = sw_slot(m, slot);
+        mark = (const hipower_slot_trailer_t*)hipower_slot_mark(base,
+                                                                 &m->layout);
+        if (!hipower_slot_trailer_is(*mark, m->rx.head)) {
+            break;
+        }
+        memcpy(&payload, base + m->layout.trailer_offset - 8, 8);
+        m->misdelivered += (payload != m->delivered);
+        ++m->delivered;
+        hipower_rx_ring_advance(&m->rx);
+        m->unconsumed[slot] = 0;
+        hipower_rx_ring_release(&m->rx, slot - m->rx_first);
+    }
+
+    if (m->granted_count == 0) {
+        return;
+    }
+    base = sw_slot(m, m->granted_first);
+    if (!hipower_slot_trailer_is(*(const hipower_slot_trailer_t*)
+                                 hipower_slot_mark(base, &m->layout), 0)) {
+        return;
+    }
+    ack_word  = hipower_slot_trailer_ack_word(base + m->layout.trailer_offset);
+    remaining = (ack_word & HIPOWER_SLOT_ACK_SWITCH) ?
+                hipower_grant_old_remaining(m->rx.head,
+                                            hipower_slot_ack_old_end(ack_word),
+                                            m->rx.num_slots) : -1;
+    if (remaining < 0) {
+        ++m->bad_switches; /* The transport fails the endpoint */
+        return;
+    }
+    if ((remaining > 0) && (m->brk != SW_BREAK_NO_DRAIN)) {
+        return;
+    }
+
+    old_count = m->rx.num_slots;
+    for (i = 0; i < old_count; ++i) {
+        m->registered[m->rx_first + i] = 0;
+    }
+    hipower_arena_free(&m->arena, m->rx_first, old_count);
+    hipower_rx_ring_switch(&m->rx, m->granted_count,
+                           m->consumed[(m->rx_epoch + 1) & 1]);
+    m->rx_first      = m->granted_first;
+    m->granted_count = 0;
+    ++m->rx_epoch;
+    ++m->switches;
+}
+
+/* Receiver: a new run of random size, marks cleared, consumed half zeroed */
+static void sw_grant(sw_model_t *m)
+{
+    sw_back_t *b;
+    uint32_t first, count, i;
+
+    if ((m->granted_count > 0) || (m->back_tail - m->back_head == SW_FIFO) ||
+        (hipower_arena_alloc(&m->arena, 1 + random() % 16, 1, &first,
+                             &count) != UCS_OK)) {
+        return;
+    }
+
+    for (i = 0; i < count; ++i) {
+        memset(sw_slot(m, first + i) + m->layout.trailer_offset, 0,
+               HIPOWER_SLOT_TRAILER_SIZE);
+        m->registered[first + i] = 1;
+        m->unconsumed[first + i] = 0;
+    }
+    if (m->brk != SW_BREAK_NO_ZERO) {
+        memset(m->consumed[(m->rx_epoch + 1) & 1], 0, sizeof(m->consumed[0]));
+    }
+    m->granted_first = first;
+    m->granted_count = count;
+
+    b = &m->back[m->back_tail++ % SW_FIFO];
+    b->is_grant = 1;
+    b->epoch    = m->rx_epoch + 1;
+    b->first    = first;
+    b->count    = count;
+}
+
+/* Receiver: a message of its own carries its acknowledgement */
+static void sw_ack(sw_model_t *m)
+{
+    sw_back_t *b;
+
+    if (m->back_tail - m->back_head == SW_FIFO) {
+        return;
+    }
+    b           = &m->back[m->back_tail++ % SW_FIFO];
+    b->is_grant = 0;
+    b->ack      = hipower_rx_ring_acked(&m->rx);
+}
+
+static void sw_back_arrives(sw_model_t *m)
+{
+    sw_back_t *b = &m->back[m->back_head++ % SW_FIFO];
+
+    if (b->is_grant) {
+        m->record_first = b->first;
+        m->record_count = b->count;
+        m->record_epoch = b->epoch;
+    } else {
+        hipower_tx_ring_ack(&m->tx, b->ack);
+    }
+}
+
+/* Recycle READ: posted, served (the copy taken), applied */
+static void sw_read_step(sw_model_t *m)
+{
+    sw_read_t *r = &m->read;
+
+    if (!r->posted) {
+        r->posted        = 1;
+        r->served        = 0;
+        r->taken_at_read = hipower_tx_ring_taken(&m->tx);
+        r->epoch         = (uint32_t)m->tx_epoch;
+    } else if (!r->served) {
+        memcpy(r->copy, m->consumed[r->epoch & 1], sizeof(r->copy));
+        r->served = 1;
+    } else {
+        hipower_tx_ring_recycle(&m->tx, r->copy, r->taken_at_read);
+        r->posted = 0;
+    }
+}
+
+static void sw_run(sw_model_t *m, unsigned seed, unsigned steps, int brk)
+{
+    unsigned step;
+
+    srandom(seed);
+    sw_init(m, brk);
+    for (step = 0; step < steps; ++step) {
+        switch (random() % 8) {
+        case 0:
+        case 1:
+            sw_send(m);
+            break;
+        case 2:
+        case 3:
+            if (m->fwd_head != m->fwd_tail) {
+                sw_land(m);
+            }
+            break;
+        case 4:
+            sw_receive(m);
+            break;
+        case 5:
+            if (random() % 8 == 0) {
+                sw_grant(m);
+            } else {
+                sw_ack(m);
+            }
+            break;
+        case 6:
+            if (m->back_head != m->back_tail) {
+                sw_back_arrives(m);
+            }
+            break;
+        default:
+            sw_read_step(m);
+            break;
+        }
+    }
+
+    /* Quiesce: everything lands, arrives and is delivered */
+    while ((m->fwd_head != m->fwd_tail) || (m->back_head != m->back_tail)) {
+        if (m->fwd_head != m->fwd_tail) {
+            sw_land(m);
+        }
+        if (m->back_head != m->back_tail) {
+            sw_back_arrives(m);
+        }
+        sw_receive(m);
+    }
+    sw_receive(m);
+    sw_receive(m);
+}
+
+static void sw_cleanup(sw_model_t *m)
+{
+    hipower_arena_cleanup(&m->arena);
+    free(m->mem);
+}
+
+START_TEST(test_switch_model)
+{
+    sw_model_t *m = malloc(sizeof(*m));
+    unsigned seed, switches = 0;
+    uint64_t delivered = 0;
+
+    ck_assert_ptr_ne(m, NULL);
+    for (seed = 0; seed < 40; ++seed) {
+        sw_run(m, seed, 60000, SW_BREAK_NONE);
+        ck_assert_msg((m->overwrites == 0) && (m->strays == 0) &&
+                      (m->misdelivered == 0) && (m->bad_switches == 0),
+                      "seed %u: %u slots overwritten before consumed, %u "
+                      "frames outside the sender's runs, %u delivered out of "
+                      "order, %u impossible switches", seed, m->overwrites,
+                      m->strays, m->misdelivered, m->bad_switches);
+        ck_assert_uint_eq(m->delivered, m->sent);
+        switches  += m->switches;
+        delivered += m->delivered;
+        sw_cleanup(m);
+    }
+    printf("switch model: %u run switches, %lu messages delivered\n",
+           switches, (unsigned long)delivered);
+    ck_assert_uint_gt(switches, 40 * 50);
+    free(m);
+}
+END_TEST
+
+static void sw_expect_broken(int brk, const char *what)
+{
+    sw_model_t *m = malloc(sizeof(*m));
+    unsigned seed, bad_runs = 0;
+
+    ck_assert_ptr_ne(m, NULL);
+    for (seed = 0; seed < 40; ++seed) {
+        sw_run(m, seed, 60000, brk);
+        bad_runs += (m->overwrites > 0) || (m->strays > 0) ||
+                    (m->misdelivered > 0) || (m->bad_switches > 0) ||
+                    (m->delivered != m->sent);
+        sw_cleanup(m);
+    }
+    free(m);
+    ck_assert_msg(bad_runs > 0, "the model did not notice %s", what);
+}
+
+START_TEST(test_switch_model_detects_reset_counts)
+{
+    sw_expect_broken(SW_BREAK_RESET_COUNTS,
+                     "a sender that restarts its ring's counts at a switch");
+}
+END_TEST
+
+START_TEST(test_switch_model_detects_stale_consumed_bits)
+{
+    sw_expect_broken(SW_BREAK_NO_ZERO,
+                     "a run granted with the consumed bits of an older one");
+}
+END_TEST
+
+START_TEST(test_switch_model_detects_undrained_switch)
+{
+    sw_expect_broken(SW_BREAK_NO_DRAIN,
+                     "a switch before the old run was drained");
+}
+END_TEST
+
+START_TEST(test_switch_old_remaining)
+{
+    /* Drained: switch now */
+    ck_assert_int_eq(hipower_grant_old_remaining(7, 7, 8), 0);
+    ck_assert_int_eq(hipower_grant_old_remaining(5, 7, 8), 2);
+    ck_assert_int_eq(hipower_grant_old_remaining(0, 8, 8), 8);
+    /* More than the run holds, or behind what was delivered */
+    ck_assert_int_eq(hipower_grant_old_remaining(0, 9, 8), -1);
+    ck_assert_int_eq(hipower_grant_old_remaining(7, 6, 8), -1);
+    /* Sequence numbers beyond 16 bits: only the difference counts */
+    ck_assert_int_eq(hipower_grant_old_remaining(0x1fffe, 0x0001, 4096), 3);
+    ck_assert_int_eq(hipower_grant_old_remaining(0x80000000u, 0x0000, 4), 0);
+}
+END_TEST
+
+Suite *hipower_switch_suite(void)
+{
+    Suite *s  = suite_create("switch");
+    TCase *tc = tcase_create("switch");
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_switch_old_remaining);
+    tcase_add_test(tc, test_switch_model);
+    tcase_add_test(tc, test_switch_model_detects_reset_counts);
+    tcase_add_test(tc, test_switch_model_detects_stale_consumed_bits);
+    tcase_add_test(tc, test_switch_model_detects_undrained_switch);
+    suite_add_tcase(s, tc);
+    return s;
+}
