@@ -5,7 +5,7 @@
 out=$(ibv_devices) || fail "ibv_devices failed"
 echo "$out"
 for dev in "${RIG_DEVICES[@]}"; do
-    echo "$out" | awk 'NR > 2 { print $1 }' | grep -qx "$dev" ||
+    echo "$out" | awk 'NR > 2 { print $1 }' | grep -x "$dev" >/dev/null ||
         fail "ibv_devices does not list $dev"
     info=$(ibv_devinfo -d "$dev") || fail "ibv_devinfo -d $dev failed"
     grep -q 'state:[[:space:]]*PORT_ACTIVE' <<< "$info" ||
@@ -14,9 +14,9 @@ done
 if [ "${HIPOWER_RIG:-}" = guest ]; then
     [ ${#RIG_DEVICES[@]} -ge 2 ] || fail "the guest rig should have at least 2 rxe devices"
     for dev in "${RIG_DEVICES[@]}"; do
-        ibv_devinfo -d "$dev" | grep -q 'transport:[[:space:]]*InfiniBand' ||
+        ibv_devinfo -d "$dev" | grep 'transport:[[:space:]]*InfiniBand' >/dev/null ||
             fail "$dev: unexpected transport"
-        rdma link show "$dev/1" | grep -q 'state ACTIVE' ||
+        rdma link show "$dev/1" | grep 'state ACTIVE' >/dev/null ||
             fail "rdma link does not show $dev/1 ACTIVE"
     done
 fi

@@ -66,8 +66,10 @@ for mode in ${HIPOWER_TEST_MODES:-self push pull}; do
     # the data cannot show a missing fence here: the counter of requests
     # posted with IBV_SEND_FENCE does. (The stats line is one write, but
     # a log line another thread of the process was writing to stdout may
-    # come before it on the same line: hence grep -o, not ^)
-    echo "$out" | grep -o 'hipower-stats .*' | grep -q ' fenced_wrs=5 ' ||
+    # come before it on the same line: hence grep -o, not ^. Not grep -q:
+    # it stops reading at the match, the writer before it may get SIGPIPE,
+    # and pipefail then fails the check that matched)
+    echo "$out" | grep -o 'hipower-stats .*' | grep ' fenced_wrs=5 ' >/dev/null ||
         fail "uct_iface_fence() did not fence the next request of each get/put (fenced_wrs per interface: $(echo "$out" | grep -o 'fenced_wrs=[0-9]*' | tr '\n' ' '); lines with stats: $(echo "$out" | grep -c 'hipower-stats'))"
 done
 echo "ok: notification modes ${HIPOWER_TEST_MODES:-self push pull}, $HIPOWER_TEST_MSGS random messages each${one_case:+ (case $one_case only)}"

@@ -27,7 +27,7 @@ for dev in "${RIG_DEVICES[@]}"; do
         fail "ucx_info -d does not show a hipower memory domain for $dev"
 done
 for dev in "${RIG_DEVICES[@]}"; do
-    echo "$out" | grep -A1 -x "#      Transport: hipower" | grep -q "Device: $dev:1\$" ||
+    echo "$out" | grep -A1 -x "#      Transport: hipower" | grep "Device: $dev:1\$" >/dev/null ||
         fail "ucx_info -d does not list the hipower transport on $dev:1"
 done
 tl=$(hipower-run ucx_info -d -t hipower)
