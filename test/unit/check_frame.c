@@ -46,6 +46,28 @@ START_TEST(test_trailer_encoding)
     memcpy(&t, buf + 3 + HIPOWER_SLOT_MARK_OFFSET, sizeof(t));
     ck_assert_uint_eq(t, hipower_slot_trailer_make(7, 1000, 0x12345678));
 
+    /* The ack word's upper half: a run switch (the old run's end) and the
+     * wish for a larger run (docs/protocol.md 9.2) */
+    hipower_slot_trailer_store(buf + 3, 7, 1000, 0x12345678,
+                               0xfedcba98 | HIPOWER_SLOT_ACK_WANTS |
+                               hipower_slot_ack_switch(0x1234abcd));
+    ack_word = hipower_slot_trailer_ack_word(buf + 3);
+    ck_assert_uint_eq(hipower_slot_trailer_ack(buf + 3), 0xfedcba98);
+    ck_assert(ack_word & HIPOWER_SLOT_ACK_WANTS);
+    ck_assert(ack_word & HIPOWER_SLOT_ACK_SWITCH);
+    ck_assert_uint_eq(hipower_slot_ack_old_end(ack_word), 0xabcd);
+    ck_assert_uint_eq(ack_word >> 50, 0);
+
+    /* A frame without a message, and what is not one */
+    ck_assert(hipower_slot_trailer_is_none(
+            hipower_slot_trailer_make(HIPOWER_SLOT_AM_NONE, 0, 5)));
+    ck_assert(!hipower_slot_trailer_is_none(
+            hipower_slot_trailer_make(HIPOWER_SLOT_AM_NONE, 1, 5)));
+    ck_assert(!hipower_slot_trailer_is_none(hipower_slot_trailer_make(0, 0,
+                                                                      5)));
+    ck_assert(!hipower_slot_trailer_fits(
+            hipower_slot_trailer_make(HIPOWER_SLOT_AM_NONE, 0, 5), 8192, 64));
+
     t = hipower_slot_trailer_make(7, 1000, 0x12345678);
     ck_assert_uint_eq((uint32_t)t, 1000);
     ck_assert_uint_eq((t >> 32) & 0xff, 7);

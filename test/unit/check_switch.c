@@ -80,7 +80,7 @@ typedef struct {
     hipower_tx_ring_t     tx;
     hipower_bitmap_word_t written[HIPOWER_BITMAP_WORDS(SW_POOL)];
     uint32_t              tx_first;
-    uint64_t              tx_epoch, sent, ack_flags;
+    uint64_t              tx_epoch, sent, nones, ack_flags;
     uint64_t              record_epoch;
     uint32_t              record_first, record_count;
     sw_read_t             read;
@@ -124,8 +124,10 @@ static void sw_init(sw_model_t *m, int brk)
 }
 
 /* Sender: adopt a grant (as uct_hipower_ep_tx_adopt()), send if a slot is
- * free (as uct_hipower_ep_send_msg()) */
-static void sw_send(sw_model_t *m)
+ * free (as uct_hipower_ep_send_msg()); @a none: a frame without a message,
+ * as an idle sender's progress sends after adopting
+ * (uct_hipower_ep_tx_switch_idle()) */
+static void sw_send(sw_model_t *m, int none)
 {
     uint32_t seq, old_end;
     sw_write_t *w;
@@ -146,17 +148,25 @@ static void sw_send(sw_model_t *m)
     }
 
     if ((hipower_tx_ring_free(&m->tx) == 0) ||
-        (m->fwd_tail - m->fwd_head == SW_FIFO)) {
+        (m->fwd_tail - m->fwd_head == SW_FIFO) ||
+        (none && !(m->ack_flags & HIPOWER_SLOT_ACK_SWITCH))) {
         return;
     }
 
     seq = hipower_tx_ring_take(&m->tx);
     w   = &m->fwd[m->fwd_tail++ % SW_FIFO];
     w->slot = m->tx_first + hipower_ring_slot(m->tx.num_slots, seq);
-    memcpy(w->frame, &m->sent, 8);
-    hipower_slot_trailer_store(w->frame + 8, 1, 8, seq, m->ack_flags);
+    memset(w->frame, 0xee, 8); /* Not written: lies before the trailer */
+    if (none) {
+        hipower_slot_trailer_store(w->frame + 8, HIPOWER_SLOT_AM_NONE, 0, seq,
+                                   m->ack_flags);
+        ++m->nones;
+    } else {
+        memcpy(w->frame, &m->sent, 8);
+        hipower_slot_trailer_store(w->frame + 8, 1, 8, seq, m->ack_flags);
+        ++m->sent;
+    }
     m->ack_flags = 0;
-    ++m->sent;
 }
 
 /* A frame lands: where the receiver lets the sender write */
@@ -192,9 +202,11 @@ static void sw_receive(sw_model_t *m)
         if (!hipower_slot_trailer_is(*mark, m->rx.head)) {
             break;
         }
-        memcpy(&payload, base + m->layout.trailer_offset - 8, 8);
-        m->misdelivered += (payload != m->delivered);
-        ++m->delivered;
+        if (!hipower_slot_trailer_is_none(*mark)) {
+            memcpy(&payload, base + m->layout.trailer_offset - 8, 8);
+            m->misdelivered += (payload != m->delivered);
+            ++m->delivered;
+        }
         hipower_rx_ring_advance(&m->rx);
         m->unconsumed[slot] = 0;
         hipower_rx_ring_release(&m->rx, slot - m->rx_first);
@@ -320,7 +332,7 @@ static void sw_run(sw_model_t *m, unsigned seed, unsigned steps, int brk)
         switch (random() % 8) {
         case 0:
         case 1:
-            sw_send(m);
+            sw_send(m, random() % 4 == 0);
             break;
         case 2:
         case 3:
@@ -373,7 +385,7 @@ START_TEST(test_switch_model)
 {
     sw_model_t *m = malloc(sizeof(*m));
     unsigned seed, switches = 0;
-    uint64_t delivered = 0;
+    uint64_t delivered = 0, nones = 0;
 
     ck_assert_ptr_ne(m, NULL);
     for (seed = 0; seed < 40; ++seed) {
@@ -387,11 +399,14 @@ START_TEST(test_switch_model)
         ck_assert_uint_eq(m->delivered, m->sent);
         switches  += m->switches;
         delivered += m->delivered;
+        nones     += m->nones;
         sw_cleanup(m);
     }
-    printf("switch model: %u run switches, %lu messages delivered\n",
-           switches, (unsigned long)delivered);
+    printf("switch model: %u run switches (%lu announced by a frame "
+           "without a message), %lu messages delivered\n", switches,
+           (unsigned long)nones, (unsigned long)delivered);
     ck_assert_uint_gt(switches, 40 * 50);
+    ck_assert_uint_gt(nones, 40);
     free(m);
 }
 END_TEST

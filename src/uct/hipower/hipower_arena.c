@@ -24,8 +24,9 @@ ucs_status_t hipower_arena_init(hipower_arena_t *arena, uint32_t total)
         return UCS_ERR_NO_MEMORY;
     }
 
-    arena->total    = total;
-    arena->num_free = 0;
+    arena->total      = total;
+    arena->free_slots = total;
+    arena->num_free   = 0;
     if (total > 0) {
         arena->free_runs[0].first = 0;
         arena->free_runs[0].count = total;
@@ -75,11 +76,12 @@ ucs_status_t hipower_arena_alloc(hipower_arena_t *arena, uint32_t want,
     }
 
     /* Taking the start keeps the remainder where it was in the sorted list */
-    run         = &arena->free_runs[best];
-    *first_p    = run->first;
-    *count_p    = count;
-    run->first += count;
-    run->count -= count;
+    run                = &arena->free_runs[best];
+    *first_p           = run->first;
+    *count_p           = count;
+    run->first        += count;
+    run->count        -= count;
+    arena->free_slots -= count;
     if (run->count == 0) {
         hipower_arena_remove_run(arena, best);
     }
@@ -124,6 +126,7 @@ void hipower_arena_free(hipower_arena_t *arena, uint32_t first,
     assert((index == arena->num_free) ||
            ((first + count) <= runs[index].first));
 
+    arena->free_slots += count;
     joins_prev = (index > 0) &&
                  ((runs[index - 1].first + runs[index - 1].count) == first);
     joins_next = (index < arena->num_free) &&
@@ -150,12 +153,5 @@ void hipower_arena_free(hipower_arena_t *arena, uint32_t first,
 
 uint32_t hipower_arena_free_slots(const hipower_arena_t *arena)
 {
-    uint32_t free_slots = 0;
-    uint32_t index;
-
-    for (index = 0; index < arena->num_free; ++index) {
-        free_slots += arena->free_runs[index].count;
-    }
-
-    return free_slots;
+    return arena->free_slots;
 }

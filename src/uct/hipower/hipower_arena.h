@@ -22,6 +22,8 @@ typedef struct hipower_arena_run {
 
 typedef struct hipower_arena {
     uint32_t            total;      /* Slots in the arena */
+    uint32_t            free_slots; /* In all free runs: read per grant
+                                       decision, so kept, not summed */
     uint32_t            num_free;   /* Entries used in free_runs */
     uint32_t            max_runs;   /* Capacity of free_runs */
     hipower_arena_run_t *free_runs; /* Sorted by first, non-adjacent */

@@ -455,6 +455,12 @@ unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep)
     if (ucs_unlikely(ep->tx.unannounced > 0)) {
         uct_hipower_ep_announce(ep);
     }
+    /* The receiver granted us a run and we may have nothing to send:
+     * adopt it now and say so, so that it gets the old run back */
+    if (ucs_unlikely(uct_hipower_ep_tx_granted(ep) ||
+                     (ep->tx.ack_flags & HIPOWER_SLOT_ACK_SWITCH))) {
+        uct_hipower_ep_tx_switch_idle(ep);
+    }
     return count;
 }
 

@@ -531,6 +531,17 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep);
 /* The runs an endpoint holds go back to the pool */
 void uct_hipower_ep_free_runs(uct_hipower_ep_t *ep);
 
+/* Receiver: the endpoint went idle holding more than MIN_SLOTS: grants its
+ * peer MIN_SLOTS, which it adopts with a no-message frame */
+void uct_hipower_ep_rx_reclaim(uct_hipower_ep_t *ep);
+
+/* Sender, in progress: adopts a grant and sends the no-message frame that
+ * tells the receiver, when nothing else would */
+void uct_hipower_ep_tx_switch_idle(uct_hipower_ep_t *ep);
+
+/* The no-message frame (hipower_ep_am.c) */
+ucs_status_t uct_hipower_ep_send_none(uct_hipower_ep_t *ep);
+
 /* Recomputes an active endpoint's share after the active set changed */
 void uct_hipower_iface_pool_update(uct_hipower_iface_t *iface);
 

@@ -293,6 +293,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
 
     /* Flush waits for this, not for our own bitmap reads after it */
     ep->tx.user_end_sn = ep->txqp.txq.sn;
+    ep->tx.ack_flags   = 0; /* Said once */
     iface->stats.tx_msgs++;
     iface->stats.tx_bytes    += length;
     iface->stats.rdma_writes += nwr;
@@ -344,6 +345,34 @@ uct_hipower_ep_am_short_frame(uct_hipower_ep_t *ep, uint8_t id, uint64_t hdr,
                                    one_write);
 }
 
+/*
+ * The frame that carries no message (HIPOWER_SLOT_AM_NONE, no data): the
+ * first of a run the receiver granted while we had nothing to send, which
+ * tells it where our old run ends so that it can give the old run back
+ * (docs/protocol.md 9.2). A frame like any other otherwise: it takes a slot,
+ * counts as sent, and wakes a sleeping receiver.
+ */
+ucs_status_t uct_hipower_ep_send_none(uct_hipower_ep_t *ep)
+{
+    uint8_t frame[HIPOWER_SLOT_TRAILER_SIZE];
+    struct ibv_send_wr wr;
+    struct ibv_sge sge[2];
+    ucs_status_t status;
+
+    status = uct_hipower_ep_tx_check(ep);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    sge[0].addr   = (uintptr_t)frame;
+    sge[0].length = 0;
+    wr.sg_list    = sge;
+    wr.num_sge    = 1;
+    wr.send_flags = IBV_SEND_INLINE;
+    return uct_hipower_ep_send_msg(ep, &wr, frame, 0, 1, HIPOWER_SLOT_AM_NONE,
+                                   0, 0, NULL, 0);
+}
+
 /* am_short of an endpoint without UCT_HIPOWER_EP_FLAG_ONE_WRITE, or one
  * that cannot go out right away: off the fast path */
 static UCS_F_NOINLINE ucs_status_t
@@ -390,6 +419,7 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
                     (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
                      UCT_HIPOWER_EP_FLAG_CONNECTED)) &&
                    ucs_queue_is_empty(&ep->pending_q) &&
+                   !uct_hipower_ep_tx_granted(ep) &&
                    (hipower_tx_ring_free(&ep->tx.ring) > 0) &&
                    uct_hipower_ep_has_room(ep, 2))) {
         status = uct_hipower_ep_am_short_frame(ep, id, hdr, buffer, length,

@@ -90,14 +90,21 @@ void uct_hipower_ep_free_runs(uct_hipower_ep_t *ep)
     }
 }
 
-/* The grant record, one inline write into the peer's control words: it
- * fits one packet, so its epoch, the last word, lands last */
+/*
+ * The grant record, one inline write into the peer's control words: it
+ * fits one packet, so its epoch, the last word, lands last. It wakes the
+ * peer's endpoint as a message would (an immediate if the peer asked for
+ * one, uct_hipower_ep_wakeup_check()): an idle peer must look at it, adopt
+ * it and answer with the first frame of the new run.
+ */
 static ucs_status_t uct_hipower_ep_post_grant(uct_hipower_ep_t *ep,
                                               uint32_t epoch)
 {
     typeof(ep->ctrl->grant) record;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
+    ucs_status_t status;
+    uint64_t sleep_gen;
 
     UCS_STATIC_ASSERT(sizeof(record) == 24);
     record.slots_addr = (uintptr_t)ep->rx.granted.slots;
@@ -108,43 +115,33 @@ static ucs_status_t uct_hipower_ep_post_grant(uct_hipower_ep_t *ep,
     uct_hipower_ep_word_wr(ep, &wr, &sge, &record.slots_addr,
                            ep->peer.grant_addr);
     sge.length = sizeof(record);
-    return uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL);
+    sleep_gen  = uct_hipower_ep_wakeup_check(ep, &wr);
+    status     = uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL);
+    if (status == UCS_OK) {
+        uct_hipower_ep_wakeup_posted(ep, sleep_gen);
+    }
+    return status;
 }
 
-void uct_hipower_ep_rx_regrant(uct_hipower_ep_t *ep)
+/*
+ * Grants the peer a run of @a size slots (at least @a min): clears its
+ * marks and the new epoch's consumed bits, registers it for the peer and
+ * writes the record. Returns the run's size, 0 if none was granted.
+ */
+static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
+                                     uint32_t min)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
     const hipower_slot_layout_t *layout = &iface->config.layout;
-    uint32_t mailbox = iface->config.min_slots_per_ep;
-    uint32_t cur     = ep->rx.ring.num_slots;
-    uint32_t keep    = uct_hipower_iface_pool_keep(iface);
-    int wants        = ep->rx.wants;
-    uint32_t free_slots, size, first, count, i;
-    hipower_grant_action_t action;
+    uint32_t first, count, i;
     ucs_status_t status;
     void *slots;
 
-    ep->rx.wants = 0;
-    if ((ep->rx.granted.count > 0) || !uct_hipower_ep_may_initiate(ep) ||
-        !uct_hipower_ep_has_room(ep, 1)) {
-        return; /* One change at a time; asked again when it still wants */
-    }
-
-    free_slots = hipower_arena_free_slots(&iface->arena.slots);
-    free_slots = (free_slots > keep) ? free_slots - keep : 0;
-    action     = hipower_grant_decide(cur, iface->pool.fair, wants, 0,
-                                      free_slots, iface->pool.reserve,
-                                      mailbox, &size);
-    if (action == HIPOWER_GRANT_NONE) {
-        return;
-    }
-
-    status = hipower_arena_alloc(&iface->arena.slots, size,
-                                 hipower_grant_min_size(action, cur, mailbox),
-                                 &first, &count);
+    status = hipower_arena_alloc(&iface->arena.slots, size, min, &first,
+                                 &count);
     if (status != UCS_OK) {
-        return; /* Free slots too scattered: later, when runs come back */
+        return 0; /* Free slots too scattered: later, when runs come back */
     }
 
     /* An earlier owner's trailers must not look new to us */
@@ -166,7 +163,7 @@ void uct_hipower_ep_rx_regrant(uct_hipower_ep_t *ep)
                                          &ep->rx.granted.mr);
     if (status != UCS_OK) {
         hipower_arena_free(&iface->arena.slots, first, count);
-        return;
+        return 0;
     }
 
     ep->rx.granted.slots      = slots;
@@ -175,19 +172,92 @@ void uct_hipower_ep_rx_regrant(uct_hipower_ep_t *ep)
     if (uct_hipower_ep_post_grant(ep, ep->rx.epoch + 1) != UCS_OK) {
         uct_hipower_ep_run_free(ep, ep->rx.granted.mr, first, count);
         ep->rx.granted.count = 0;
-        return;
+        return 0;
     }
 
+    uct_hipower_ep_held_changed(ep, count);
     iface->stats.grants++;
     iface->stats.rdma_writes++;
     iface->stats.peak_pool_used = ucs_max(iface->stats.peak_pool_used,
             (iface->arena.slots.total -
              hipower_arena_free_slots(&iface->arena.slots)) *
             (uint64_t)layout->stride);
-    ucs_debug(UCT_HIPOWER_EP_FMT ": %s from %u to %u slots (share %u, %u "
-              "free)", UCT_HIPOWER_EP_ARG(ep),
-              (action == HIPOWER_GRANT_GROW) ? "grow" : "shrink", cur, count,
-              iface->pool.fair, free_slots);
+    return count;
+}
+
+/* Whether a grant may go out now: one at a time, to a peer that listens */
+static int uct_hipower_ep_may_grant(uct_hipower_ep_t *ep)
+{
+    return (ep->rx.granted.count == 0) && uct_hipower_ep_may_initiate(ep) &&
+           uct_hipower_ep_has_room(ep, 1);
+}
+
+void uct_hipower_ep_rx_regrant(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uint32_t mailbox = iface->config.min_slots_per_ep;
+    uint32_t cur     = ep->rx.ring.num_slots;
+    uint32_t keep    = uct_hipower_iface_pool_keep(iface);
+    int wants        = ep->rx.wants;
+    uint32_t free_slots, size, count;
+    hipower_grant_action_t action;
+
+    ep->rx.wants = 0;
+    if (!uct_hipower_ep_may_grant(ep)) {
+        return; /* Asked again when it still wants */
+    }
+
+    free_slots = hipower_arena_free_slots(&iface->arena.slots);
+    free_slots = (free_slots > keep) ? free_slots - keep : 0;
+    action     = hipower_grant_decide(cur, iface->pool.fair, wants, 0,
+                                      free_slots, iface->pool.reserve,
+                                      mailbox, &size);
+    if (action == HIPOWER_GRANT_NONE) {
+        return;
+    }
+
+    count = uct_hipower_ep_grant(ep, size,
+                                 hipower_grant_min_size(action, cur, mailbox));
+    if (count > 0) {
+        ucs_debug(UCT_HIPOWER_EP_FMT ": %s from %u to %u slots (share %u, "
+                  "%u free)", UCT_HIPOWER_EP_ARG(ep),
+                  (action == HIPOWER_GRANT_GROW) ? "grow" : "shrink", cur,
+                  count, iface->pool.fair, free_slots);
+    }
+}
+
+void uct_hipower_ep_rx_reclaim(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uint32_t mailbox           = iface->config.min_slots_per_ep;
+    uint32_t size;
+
+    if (!iface->config.shared_pool || !uct_hipower_ep_may_grant(ep) ||
+        (hipower_grant_decide(ep->rx.ring.num_slots, mailbox, 0, 1,
+                              hipower_arena_free_slots(&iface->arena.slots),
+                              0, mailbox, &size) != HIPOWER_GRANT_SHRINK)) {
+        return;
+    }
+
+    if (uct_hipower_ep_grant(ep, size, size) > 0) {
+        iface->stats.reclaims++;
+        ucs_debug(UCT_HIPOWER_EP_FMT ": idle, shrink from %u to %u slots",
+                  UCT_HIPOWER_EP_ARG(ep), ep->rx.ring.num_slots, size);
+    }
+}
+
+void uct_hipower_ep_tx_switch_idle(uct_hipower_ep_t *ep)
+{
+    if (uct_hipower_ep_tx_granted(ep)) {
+        uct_hipower_ep_tx_adopt(ep);
+    }
+
+    /* A message queued or sent next tells the receiver anyway */
+    if ((ep->tx.ack_flags & HIPOWER_SLOT_ACK_SWITCH) &&
+        ucs_queue_is_empty(&ep->pending_q) &&
+        (uct_hipower_ep_send_none(ep) == UCS_OK)) {
+        uct_hipower_ep_iface(ep)->stats.tx_none++;
+    }
 }
 
 int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)

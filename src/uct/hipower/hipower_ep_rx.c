@@ -144,6 +144,20 @@ static UCS_F_NOINLINE void uct_hipower_ep_rx_acked(uct_hipower_ep_t *ep,
     }
 }
 
+/* A frame with no message (HIPOWER_SLOT_AM_NONE): its acknowledgement
+ * still counts */
+static UCS_F_NOINLINE void uct_hipower_ep_rx_none(uct_hipower_ep_t *ep,
+                                                  const void *trailer)
+{
+    uint32_t acked = hipower_tx_ring_ack(&ep->tx.ring,
+                                         hipower_slot_trailer_ack(trailer));
+
+    if (acked > 0) {
+        uct_hipower_ep_rx_acked(ep, acked);
+    }
+    uct_hipower_ep_iface(ep)->stats.rx_none++;
+}
+
 /* Reports and counts a rejected trailer (hipower_slot_trailer_reject()) */
 static UCS_F_NOINLINE void
 uct_hipower_ep_rx_bad_slot(uct_hipower_ep_t *ep, hipower_slot_trailer_t trailer,
@@ -232,7 +246,12 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
                                             UCT_AM_ID_MAX, &am_id, &length,
                                             &reason);
         if (ucs_unlikely(status != UCS_OK)) {
-            uct_hipower_ep_rx_bad_slot(ep, trailer, seq, slot);
+            if (hipower_slot_trailer_is_none(trailer)) {
+                /* No message, only its ack word */
+                uct_hipower_ep_rx_none(ep, slot_base + layout.trailer_offset);
+            } else {
+                uct_hipower_ep_rx_bad_slot(ep, trailer, seq, slot);
+            }
             if (hold) {
                 ucs_mpool_put_inline(elem);
             }
@@ -340,6 +359,9 @@ static unsigned uct_hipower_ep_rx_progress_self(uct_hipower_ep_t *ep)
                                data, length, "RX: AM slot %u", slot);
             /* Without UCT_CB_PARAM_FLAG_DESC the handler may not keep it */
             uct_iface_invoke_am(&iface->super, am_id, data, length, 0);
+        } else if (hipower_slot_trailer_is_none(trailer)) {
+            /* No message, only its ack word */
+            uct_hipower_ep_rx_none(ep, slot_base + layout.trailer_offset);
         } else {
             uct_hipower_ep_rx_bad_slot(ep, trailer, seq + i, slot);
         }

@@ -513,6 +513,8 @@ void uct_hipower_ep_demote_done(uct_hipower_ep_t *ep, uint64_t gen)
         (ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE)) {
         uct_hipower_ep_deactivate(ep);
         iface->stats.demotions++;
+        /* An idle peer keeps MIN_SLOTS of the shared pool */
+        uct_hipower_ep_rx_reclaim(ep);
     } else {
         ep->last_news = iface->clock.now;
     }

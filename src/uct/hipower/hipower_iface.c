@@ -57,18 +57,18 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
     {"MIN_SLOTS", "8",
      "Fewest receive slots an endpoint accepts when the memory budget runs\n"
      "short; when no run of this many is free, endpoint creation fails with\n"
-     "UCS_ERR_NO_MEMORY. With SHARED_POOL, the run every endpoint starts\n"
-     "with and an idle one keeps.",
+     "UCS_ERR_NO_MEMORY. With SHARED_POOL, what an idle endpoint keeps.",
      ucs_offsetof(uct_hipower_iface_config_t, min_slots_per_ep),
      UCS_CONFIG_TYPE_UINT},
 
     {"SHARED_POOL", "y",
      "Self mode only (ignored otherwise): the memory budget is a pool\n"
-     "shared by all peers. An endpoint starts with MIN_SLOTS slots; when its\n"
-     "peer finds them full it is granted a larger run, up to SLOTS and its\n"
-     "fair share of what the active endpoints may use, and a larger run\n"
-     "shrinks when more endpoints become active (docs/protocol.md 9.2).\n"
-     "n: each endpoint keeps the run it got at creation, up to SLOTS.",
+     "shared by all peers. An endpoint gets a run of slots at creation;\n"
+     "when its peer finds it full it is granted a larger one, up to SLOTS\n"
+     "and its fair share of what the active endpoints may use; a run larger\n"
+     "than that share shrinks, and an idle endpoint's shrinks to MIN_SLOTS\n"
+     "(docs/protocol.md 9.2). n: each endpoint keeps the run it got at\n"
+     "creation.",
      ucs_offsetof(uct_hipower_iface_config_t, shared_pool),
      UCS_CONFIG_TYPE_BOOL},
 

@@ -78,6 +78,18 @@ hipower_slot_trailer_make(uint8_t am_id, uint32_t length, uint32_t seq)
            (HIPOWER_SLOT_MAGIC << 40) | ((uint64_t)(uint16_t)seq << 48);
 }
 
+/* The AM id of a frame that carries no message: the first of a new run
+ * when the sender had nothing to send (docs/protocol.md 9.2). Receivers
+ * consume it without a handler */
+#define HIPOWER_SLOT_AM_NONE           0xff
+
+/* Whether an arrived trailer (key matched) is that of a no-message frame */
+static inline int hipower_slot_trailer_is_none(uint64_t trailer)
+{
+    return (uint32_t)trailer == 0 &&
+           ((unsigned)(trailer >> 32) & 0xff) == HIPOWER_SLOT_AM_NONE;
+}
+
 /* Ack word flags (bits 32..63, see above) */
 #define HIPOWER_SLOT_ACK_WANTS         (1ull << 48)
 #define HIPOWER_SLOT_ACK_SWITCH        (1ull << 49)

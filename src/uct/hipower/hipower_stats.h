@@ -53,6 +53,10 @@
                             shrink) */ \
     _f(run_switches)     /* Peers that moved to their granted run */ \
     _f(runs_adopted)     /* Runs the peers granted us, adopted */ \
+    _f(tx_none)          /* Frames without a message (a run adopted while \
+                            idle), counted in tx_msgs too */ \
+    _f(rx_none)          /* ... received, counted in rx_msgs too */ \
+    _f(reclaims)         /* Runs of idle peers shrunk to MIN_SLOTS */ \
     _f(peak_eps)         /* Most endpoints at once */ \
     _f(pool_bytes)       /* Receive slot arena: UCX_HIPOWER_MEM_BUDGET \
                             rounded to slots, pinned at open */ \
