@@ -393,6 +393,20 @@ void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep)
     }
 }
 
+void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep)
+{
+    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) {
+        /* A peer that closed its endpoint releases nothing more, and no READ
+         * goes to it: a request of the user's must be out to fail and say
+         * so (the probe of uct_ep_check(), if none is), or a sender waiting
+         * for a slot would wait forever */
+        uct_hipower_ep_check(&ep->super.super, 0, NULL);
+        return;
+    }
+
+    uct_hipower_ep_post_recycle_read(ep);
+}
+
 /* Pull mode: the receiver reads the sender's published bitmap. Of the
  * transport's own accord, so only once the peer is known to be ready. */
 void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep)
@@ -498,7 +512,7 @@ int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep)
 
     if ((hipower_tx_ring_free(&ep->tx.ring) == 0) &&
         !ucs_queue_is_empty(&ep->pending_q)) {
-        uct_hipower_ep_post_recycle_read(ep);
+        uct_hipower_ep_slots_wanted(ep);
     }
     return ucs_queue_is_empty(&ep->pending_q);
 }
@@ -527,7 +541,7 @@ ucs_status_t uct_hipower_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 
     if (hipower_tx_ring_free(&ep->tx.ring) == 0) {
         /* Nothing else will ask the receiver for slots */
-        uct_hipower_ep_post_recycle_read(ep);
+        uct_hipower_ep_slots_wanted(ep);
     }
     uct_hipower_ep_add_pending_list(ep);
     return UCS_OK;

@@ -598,6 +598,10 @@ ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep);
 
 /* The RDMA_READs of a peer's bitmaps: consumed (recycle), published (pull) */
 void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep);
+
+/* No free peer slot: a recycle READ, or, to a peer that closed its
+ * endpoint, a request that will fail and report it */
+void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep);
 void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep);
 
 /* Whether the transport may send something of its own to the peer now */

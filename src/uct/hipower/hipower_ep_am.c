@@ -101,7 +101,7 @@ uct_hipower_ep_tx_check(uct_hipower_ep_t *ep)
         iface->stats.pool_empty++;
         /* Our next message tells the receiver its run was too small */
         ep->tx.ack_flags |= HIPOWER_SLOT_ACK_WANTS;
-        uct_hipower_ep_post_recycle_read(ep);
+        uct_hipower_ep_slots_wanted(ep);
         return UCS_ERR_NO_RESOURCE;
     }
 
