@@ -66,9 +66,9 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      "shared by all peers. An endpoint gets a run of slots at creation;\n"
      "when its peer finds it full it is granted a larger one, up to SLOTS\n"
      "and its fair share of what the active endpoints may use; a run larger\n"
-     "than that share shrinks, and an idle endpoint's shrinks to MIN_SLOTS\n"
-     "(docs/protocol.md 9.2). n: each endpoint keeps the run it got at\n"
-     "creation.",
+     "than that share shrinks, and while the pool is short an idle\n"
+     "endpoint's shrinks to MIN_SLOTS (docs/protocol.md 9.2). n: each\n"
+     "endpoint keeps the run it got at creation.",
      ucs_offsetof(uct_hipower_iface_config_t, shared_pool),
      UCS_CONFIG_TYPE_BOOL},
 
