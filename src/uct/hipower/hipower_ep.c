@@ -1002,13 +1002,6 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
     return UCS_OK;
 }
 
-/* The slots go back at once: their registration is gone, so the peer can
- * no longer write them, whatever its QP still sends */
-static void uct_hipower_ep_free_rx(uct_hipower_ep_t *ep)
-{
-    uct_hipower_ep_free_runs(ep);
-}
-
 static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
 {
     uct_hipower_iface_t *iface = ucs_derived_of(params->iface,
@@ -1091,10 +1084,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     ++iface->num_eps;
     iface->stats.peak_eps       = ucs_max(iface->stats.peak_eps,
                                           iface->num_eps);
-    iface->stats.peak_pool_used = ucs_max(iface->stats.peak_pool_used,
-            (iface->arena.slots.total -
-             hipower_arena_free_slots(&iface->arena.slots)) *
-            (uint64_t)iface->config.layout.stride);
+    uct_hipower_iface_pool_used(iface);
     /* Idle until its peer's first write, which always carries an
      * immediate; without demotion (pull mode, announce batches) always
      * active */
@@ -1115,7 +1105,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
 err_destroy_qp:
     uct_hipower_qp_destroy(iface, self->txqp.qp);
 err_free_rx:
-    uct_hipower_ep_free_rx(self);
+    uct_hipower_ep_free_runs(self);
 err_dereg_ctrl:
     uct_hipower_ep_dereg_peer_access(self);
     uct_hipower_md_dereg_internal(md, self->ctrl_local_mr, "local bitmaps");
@@ -1344,7 +1334,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
     }
 
     /* The peer can no longer reach our memory; the QP drains apart */
-    uct_hipower_ep_free_rx(self);
+    uct_hipower_ep_free_runs(self);
     uct_hipower_ep_dereg_peer_access(self);
     uct_hipower_ep_end_qp(self);
 }

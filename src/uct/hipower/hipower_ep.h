@@ -528,7 +528,9 @@ int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep);
  * the next message goes there */
 void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep);
 
-/* The runs an endpoint holds go back to the pool */
+/* The runs an endpoint holds go back to the pool at once: their
+ * registrations go first, so the peer can no longer write them, whatever
+ * its QP still sends */
 void uct_hipower_ep_free_runs(uct_hipower_ep_t *ep);
 
 /* Receiver: the endpoint went idle holding more than MIN_SLOTS: grants its
@@ -541,6 +543,9 @@ void uct_hipower_ep_tx_switch_idle(uct_hipower_ep_t *ep);
 
 /* The no-message frame (hipower_ep_am.c) */
 ucs_status_t uct_hipower_ep_send_none(uct_hipower_ep_t *ep);
+
+/* Slots were taken from the pool: updates the peak in the statistics */
+void uct_hipower_iface_pool_used(uct_hipower_iface_t *iface);
 
 /* Recomputes an active endpoint's share after the active set changed */
 void uct_hipower_iface_pool_update(uct_hipower_iface_t *iface);
@@ -598,11 +603,11 @@ ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep);
 
 /* The RDMA_READs of a peer's bitmaps: consumed (recycle), published (pull) */
 void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep);
+void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep);
 
 /* No free peer slot: a recycle READ, or, to a peer that closed its
  * endpoint, a request that will fail and report it */
 void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep);
-void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep);
 
 /* Whether the transport may send something of its own to the peer now */
 static UCS_F_ALWAYS_INLINE int uct_hipower_ep_may_initiate(uct_hipower_ep_t *ep)

@@ -42,6 +42,14 @@ static uint32_t uct_hipower_iface_pool_keep(uct_hipower_iface_t *iface)
            iface->config.min_slots_per_ep : 0;
 }
 
+void uct_hipower_iface_pool_used(uct_hipower_iface_t *iface)
+{
+    iface->stats.peak_pool_used = ucs_max(iface->stats.peak_pool_used,
+            (iface->arena.slots.total -
+             hipower_arena_free_slots(&iface->arena.slots)) *
+            (uint64_t)iface->config.layout.stride);
+}
+
 void uct_hipower_iface_pool_update(uct_hipower_iface_t *iface)
 {
     uint32_t total  = iface->arena.slots.total;
@@ -178,10 +186,7 @@ static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
     uct_hipower_ep_held_changed(ep, count);
     iface->stats.grants++;
     iface->stats.rdma_writes++;
-    iface->stats.peak_pool_used = ucs_max(iface->stats.peak_pool_used,
-            (iface->arena.slots.total -
-             hipower_arena_free_slots(&iface->arena.slots)) *
-            (uint64_t)layout->stride);
+    uct_hipower_iface_pool_used(iface);
     return count;
 }
 
