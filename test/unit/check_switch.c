@@ -23,10 +23,17 @@
  * moves to a granted run once its first message is there and the old run
  * is drained, then deregisters and frees the old run.
  *
+ * Some grants are releases (no slots, hipower_run_req_action()): the
+ * sender then writes its run request word, after its last frames on the
+ * same QP, saying where they end; the receiver frees the run once those
+ * are delivered. A sender without a run asks (the same word, once per
+ * epoch), and the receiver grants a run only when asked.
+ *
  * Checked: every message is delivered once, in order, with its payload; a
  * frame never lands on a slot whose message was not consumed yet (the
  * sender reused a slot too early) nor outside the runs registered for the
- * sender (it wrote a run already given back).
+ * sender (it wrote a run already given back); a sender without a run
+ * that asks gets one.
  */
 
 #define SW_POOL       64
@@ -41,12 +48,16 @@ enum {
     SW_BREAK_NO_ZERO,
     /* The receiver moves to the granted run as soon as its first message
      * is there, without draining the old one */
-    SW_BREAK_NO_DRAIN
+    SW_BREAK_NO_DRAIN,
+    /* The receiver frees a released run as soon as the sender's run
+     * request is there, without draining it */
+    SW_BREAK_NO_DRAIN_RELEASE
 };
 
 typedef struct {
-    uint32_t slot;                 /* Pool slot */
+    uint32_t slot;                 /* Pool slot; SW_POOL: the run request */
     uint8_t  frame[24];            /* Payload (8 B) and trailer */
+    uint64_t run_req;
 } sw_write_t;
 
 typedef struct {
@@ -74,6 +85,8 @@ typedef struct {
     hipower_bitmap_word_t consumed[2][HIPOWER_BITMAP_WORDS(SW_POOL)];
     uint32_t              rx_first, rx_epoch;
     uint32_t              granted_first, granted_count;
+    int                   releasing, wants;
+    uint64_t              run_req;     /* The word the sender writes */
     uint64_t              delivered;
 
     /* Sender */
@@ -83,6 +96,7 @@ typedef struct {
     uint64_t              tx_epoch, sent, nones, ack_flags;
     uint64_t              record_epoch;
     uint32_t              record_first, record_count;
+    uint64_t              tx_run_req;  /* Written last */
     sw_read_t             read;
 
     /* Wire */
@@ -94,6 +108,7 @@ typedef struct {
     int                   brk;
     unsigned              switches, overwrites, strays, misdelivered;
     unsigned              bad_switches;
+    unsigned              releases, asks, asks_served, unasked;
 } sw_model_t;
 
 static uint8_t *sw_slot(sw_model_t *m, uint32_t slot)
@@ -119,8 +134,19 @@ static void sw_init(sw_model_t *m, int brk)
     m->rx_first = m->tx_first = first;
     m->rx_epoch = 1;
     m->tx_epoch = m->record_epoch = 1;
+    m->tx_run_req = hipower_run_req_make(1, 0, 0);
     hipower_rx_ring_init(&m->rx, count, m->consumed[1]);
     hipower_tx_ring_init(&m->tx, count, m->written);
+}
+
+/* Sender: its run request word, on the same QP as its frames (the model's
+ * FIFO never fills: at most one request per adoption or ask) */
+static void sw_write_req(sw_model_t *m)
+{
+    sw_write_t *w = &m->fwd[m->fwd_tail++ % SW_FIFO];
+
+    w->slot    = SW_POOL;
+    w->run_req = m->tx_run_req;
 }
 
 /* Sender: adopt a grant (as uct_hipower_ep_tx_adopt()), send if a slot is
@@ -145,6 +171,24 @@ static void sw_send(sw_model_t *m, int none)
         m->tx_first  = m->record_first;
         m->tx_epoch  = m->record_epoch;
         m->ack_flags = hipower_slot_ack_switch(old_end);
+        if (m->record_count == 0) {
+            /* A release: the run request says where our messages end */
+            m->ack_flags  = 0;
+            m->tx_run_req = hipower_run_req_make(m->tx_epoch, old_end, 0);
+            sw_write_req(m);
+        }
+    }
+
+    if ((m->tx.num_slots == 0) && !none &&
+        (m->tx_run_req != hipower_run_req_make(m->tx_epoch,
+                                               hipower_run_req_old_end(
+                                                       m->tx_run_req), 1))) {
+        /* No run: ask for one, once per epoch */
+        m->tx_run_req = hipower_run_req_make(m->tx_epoch,
+                                             hipower_run_req_old_end(
+                                                     m->tx_run_req), 1);
+        sw_write_req(m);
+        ++m->asks;
     }
 
     if ((hipower_tx_ring_free(&m->tx) == 0) ||
@@ -173,8 +217,14 @@ static void sw_send(sw_model_t *m, int none)
 static void sw_land(sw_model_t *m)
 {
     sw_write_t *w = &m->fwd[m->fwd_head++ % SW_FIFO];
-    uint8_t *base = sw_slot(m, w->slot);
+    uint8_t *base;
 
+    if (w->slot == SW_POOL) {
+        m->run_req = w->run_req;
+        return;
+    }
+
+    base = sw_slot(m, w->slot);
     if (!m->registered[w->slot]) {
         ++m->strays; /* An access error on a real device */
         return;
@@ -182,6 +232,39 @@ static void sw_land(sw_model_t *m)
     m->overwrites += m->unconsumed[w->slot];
     m->unconsumed[w->slot] = 1;
     memcpy(base + m->layout.trailer_offset - 8, w->frame, sizeof(w->frame));
+}
+
+/* Receiver: a release is out; once the sender's run request says where its
+ * messages end and they are delivered, the run goes back to the pool */
+static void sw_release_check(sw_model_t *m)
+{
+    uint32_t old_count = m->rx.num_slots, i;
+    int remaining;
+
+    if (hipower_run_req_action(m->run_req, m->rx_epoch, old_count, 1) !=
+        HIPOWER_RUN_REQ_RELEASED) {
+        return;
+    }
+    remaining = hipower_grant_old_remaining(m->rx.head,
+                                            hipower_run_req_old_end(m->run_req),
+                                            old_count);
+    if (remaining < 0) {
+        ++m->bad_switches;
+        return;
+    }
+    if ((remaining > 0) && (m->brk != SW_BREAK_NO_DRAIN_RELEASE)) {
+        return;
+    }
+
+    for (i = 0; i < old_count; ++i) {
+        m->registered[m->rx_first + i] = 0;
+    }
+    hipower_arena_free(&m->arena, m->rx_first, old_count);
+    hipower_rx_ring_switch(&m->rx, 0, m->consumed[(m->rx_epoch + 1) & 1]);
+    m->rx_first  = 0;
+    m->releasing = 0;
+    ++m->rx_epoch;
+    ++m->releases;
 }
 
 /* Receiver: a batch from the current run, then the switch check */
@@ -194,7 +277,7 @@ static void sw_receive(sw_model_t *m)
     uint8_t *base;
     int remaining;
 
-    while (batch-- > 0) {
+    while ((m->rx.num_slots > 0) && (batch-- > 0)) {
         slot = m->rx_first + hipower_ring_slot(m->rx.num_slots, m->rx.head);
         base = sw_slot(m, slot);
         mark = (const hipower_slot_trailer_t*)hipower_slot_mark(base,
@@ -210,6 +293,15 @@ static void sw_receive(sw_model_t *m)
         hipower_rx_ring_advance(&m->rx);
         m->unconsumed[slot] = 0;
         hipower_rx_ring_release(&m->rx, slot - m->rx_first);
+    }
+
+    if (m->releasing) {
+        sw_release_check(m);
+    }
+    if ((m->rx.num_slots == 0) && !m->releasing && (m->granted_count == 0) &&
+        (hipower_run_req_action(m->run_req, m->rx_epoch, 0, 0) ==
+         HIPOWER_RUN_REQ_WANTS)) {
+        m->wants = 1;
     }
 
     if (m->granted_count == 0) {
@@ -237,7 +329,9 @@ static void sw_receive(sw_model_t *m)
     for (i = 0; i < old_count; ++i) {
         m->registered[m->rx_first + i] = 0;
     }
-    hipower_arena_free(&m->arena, m->rx_first, old_count);
+    if (old_count > 0) {
+        hipower_arena_free(&m->arena, m->rx_first, old_count);
+    }
     hipower_rx_ring_switch(&m->rx, m->granted_count,
                            m->consumed[(m->rx_epoch + 1) & 1]);
     m->rx_first      = m->granted_first;
@@ -252,10 +346,34 @@ static void sw_grant(sw_model_t *m)
     sw_back_t *b;
     uint32_t first, count, i;
 
-    if ((m->granted_count > 0) || (m->back_tail - m->back_head == SW_FIFO) ||
+    if ((m->granted_count > 0) || m->releasing ||
+        (m->back_tail - m->back_head == SW_FIFO)) {
+        return;
+    }
+
+    if ((m->rx.num_slots > 0) && (random() % 4 == 0)) {
+        /* A release: the run comes back once the sender says where its
+         * messages end (uct_hipower_ep_rx_reclaim()) */
+        m->releasing = 1;
+        b = &m->back[m->back_tail++ % SW_FIFO];
+        b->is_grant = 1;
+        b->epoch    = m->rx_epoch + 1;
+        b->first    = 0;
+        b->count    = 0;
+        return;
+    }
+
+    if (((m->rx.num_slots == 0) && !m->wants) ||
         (hipower_arena_alloc(&m->arena, 1 + random() % 16, 1, &first,
                              &count) != UCS_OK)) {
-        return;
+        return; /* A run only to a sender that asked for one */
+    }
+    if (m->rx.num_slots == 0) {
+        /* Served: the sender's word asks, for this epoch */
+        m->unasked += (hipower_run_req_action(m->run_req, m->rx_epoch, 0, 0) !=
+                       HIPOWER_RUN_REQ_WANTS);
+        m->wants = 0;
+        ++m->asks_served;
     }
 
     for (i = 0; i < count; ++i) {
@@ -344,7 +462,7 @@ static void sw_run(sw_model_t *m, unsigned seed, unsigned steps, int brk)
             sw_receive(m);
             break;
         case 5:
-            if (random() % 8 == 0) {
+            if ((random() % 8 == 0) || m->wants) {
                 sw_grant(m);
             } else {
                 sw_ack(m);
@@ -384,29 +502,39 @@ static void sw_cleanup(sw_model_t *m)
 START_TEST(test_switch_model)
 {
     sw_model_t *m = malloc(sizeof(*m));
-    unsigned seed, switches = 0;
+    unsigned seed, switches = 0, releases = 0, asks = 0, served = 0;
     uint64_t delivered = 0, nones = 0;
 
     ck_assert_ptr_ne(m, NULL);
     for (seed = 0; seed < 40; ++seed) {
         sw_run(m, seed, 60000, SW_BREAK_NONE);
         ck_assert_msg((m->overwrites == 0) && (m->strays == 0) &&
-                      (m->misdelivered == 0) && (m->bad_switches == 0),
+                      (m->misdelivered == 0) && (m->bad_switches == 0) &&
+                      (m->unasked == 0),
                       "seed %u: %u slots overwritten before consumed, %u "
                       "frames outside the sender's runs, %u delivered out of "
-                      "order, %u impossible switches", seed, m->overwrites,
-                      m->strays, m->misdelivered, m->bad_switches);
+                      "order, %u impossible switches, %u runs granted to a "
+                      "sender without a run that did not ask", seed,
+                      m->overwrites, m->strays, m->misdelivered,
+                      m->bad_switches, m->unasked);
         ck_assert_uint_eq(m->delivered, m->sent);
         switches  += m->switches;
         delivered += m->delivered;
         nones     += m->nones;
+        releases  += m->releases;
+        asks      += m->asks;
+        served    += m->asks_served;
         sw_cleanup(m);
     }
     printf("switch model: %u run switches (%lu announced by a frame "
-           "without a message), %lu messages delivered\n", switches,
-           (unsigned long)nones, (unsigned long)delivered);
+           "without a message), %u runs given back, %u asks for a run "
+           "(%u served), %lu messages delivered\n", switches,
+           (unsigned long)nones, releases, asks, served,
+           (unsigned long)delivered);
     ck_assert_uint_gt(switches, 40 * 50);
     ck_assert_uint_gt(nones, 40);
+    ck_assert_uint_gt(releases, 40 * 10);
+    ck_assert_uint_gt(served, 40 * 10);
     free(m);
 }
 END_TEST
@@ -449,6 +577,47 @@ START_TEST(test_switch_model_detects_undrained_switch)
 }
 END_TEST
 
+START_TEST(test_switch_model_detects_undrained_release)
+{
+    sw_expect_broken(SW_BREAK_NO_DRAIN_RELEASE,
+                     "a run freed before its last messages were delivered");
+}
+END_TEST
+
+START_TEST(test_switch_run_req)
+{
+    uint64_t req = hipower_run_req_make(5, 0x1234, 0);
+
+    ck_assert_uint_eq(hipower_run_req_old_end(req), 0x1234);
+    /* The release of epoch 5 adopted (the receiver is at 4) */
+    ck_assert_int_eq(hipower_run_req_action(req, 4, 8, 1),
+                     HIPOWER_RUN_REQ_RELEASED);
+    /* An older or newer word is not that release */
+    ck_assert_int_eq(hipower_run_req_action(req, 5, 8, 1),
+                     HIPOWER_RUN_REQ_NONE);
+    ck_assert_int_eq(hipower_run_req_action(req, 3, 8, 1),
+                     HIPOWER_RUN_REQ_NONE);
+    /* No ask, or an ask while the receiver holds a run, or of another
+     * epoch: nothing (a peer cannot make us grant at will) */
+    ck_assert_int_eq(hipower_run_req_action(req, 5, 0, 0),
+                     HIPOWER_RUN_REQ_NONE);
+    req = hipower_run_req_make(5, 0x1234, 1);
+    ck_assert_int_eq(hipower_run_req_action(req, 5, 0, 0),
+                     HIPOWER_RUN_REQ_WANTS);
+    ck_assert_int_eq(hipower_run_req_action(req, 5, 8, 0),
+                     HIPOWER_RUN_REQ_NONE);
+    ck_assert_int_eq(hipower_run_req_action(req, 6, 0, 0),
+                     HIPOWER_RUN_REQ_NONE);
+    /* The ask word also says where the last run ended: while the release
+     * is out it completes it */
+    ck_assert_int_eq(hipower_run_req_action(req, 4, 8, 1),
+                     HIPOWER_RUN_REQ_RELEASED);
+    /* A release is a valid record; a grant of the current epoch is not */
+    ck_assert(hipower_grant_record_valid(4, 5, 0, 64));
+    ck_assert(!hipower_grant_record_valid(5, 5, 0, 64));
+}
+END_TEST
+
 START_TEST(test_switch_old_remaining)
 {
     /* Drained: switch now */
@@ -475,6 +644,8 @@ Suite *hipower_switch_suite(void)
     tcase_add_test(tc, test_switch_model_detects_reset_counts);
     tcase_add_test(tc, test_switch_model_detects_stale_consumed_bits);
     tcase_add_test(tc, test_switch_model_detects_undrained_switch);
+    tcase_add_test(tc, test_switch_model_detects_undrained_release);
+    tcase_add_test(tc, test_switch_run_req);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -14,6 +14,7 @@
  */
 
 #include "hipower_ep.h"
+#include "hipower_grant.h"
 #include "hipower_verbs.h"
 
 #include <ucs/arch/bitops.h>
@@ -404,6 +405,14 @@ void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep)
         return;
     }
 
+    if (ucs_unlikely(ep->tx.ring.num_slots == 0)) {
+        /* No run at the peer (hipower_ep_grant.c): ask for one */
+        if (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) {
+            uct_hipower_ep_tx_ask(ep);
+        }
+        return;
+    }
+
     uct_hipower_ep_post_recycle_read(ep);
 }
 
@@ -472,7 +481,8 @@ unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep)
     /* The receiver granted us a run and we may have nothing to send:
      * adopt it now and say so, so that it gets the old run back */
     if (ucs_unlikely(uct_hipower_ep_tx_granted(ep) ||
-                     (ep->tx.ack_flags & HIPOWER_SLOT_ACK_SWITCH))) {
+                     (ep->tx.ack_flags & HIPOWER_SLOT_ACK_SWITCH) ||
+                     (ep->flags & UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE))) {
         uct_hipower_ep_tx_switch_idle(ep);
     }
     return count;
@@ -706,7 +716,7 @@ ucs_status_t uct_hipower_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
 
     ep_addr->qp_num          = ep->txqp.qp->qp_num;
     ep_addr->slots_addr      = (uintptr_t)ep->rx.slots;
-    ep_addr->slots_rkey      = ep->rx.mr->rkey;
+    ep_addr->slots_rkey      = (ep->rx.mr != NULL) ? ep->rx.mr->rkey : 0;
     ep_addr->num_slots       = ep->rx.ring.num_slots;
     ep_addr->slot_stride     = iface->config.layout.stride;
     ep_addr->trailer_offset  = iface->config.layout.trailer_offset;
@@ -760,8 +770,12 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     layout.align_offset   = ep_addr->align_offset;
     reason                = hipower_slot_layout_check(&layout,
                                                       iface->config.max_payload);
-    if ((reason == NULL) && ((ep_addr->num_slots == 0) ||
-                             (ep_addr->num_slots > UCT_HIPOWER_MAX_SLOTS))) {
+    /* No slots: a peer whose pool had no run for us; we ask for one when
+     * we send (self mode only, where runs are granted) */
+    if ((reason == NULL) &&
+        (((ep_addr->num_slots == 0) &&
+          (iface->config.notify != UCT_HIPOWER_NOTIFY_SELF)) ||
+         (ep_addr->num_slots > UCT_HIPOWER_MAX_SLOTS))) {
         reason = "slot count out of range";
     }
     if (reason != NULL) {
@@ -802,6 +816,8 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
                                                        peer_state);
     ep->peer.grant_addr        = ep_addr->ctrl_write_addr +
                                  UCT_HIPOWER_CTRL_SPAN(written_view, grant);
+    ep->peer.run_req_addr      = ep_addr->ctrl_write_addr +
+                                 UCT_HIPOWER_CTRL_SPAN(written_view, run_req);
     ep->peer.ctrl_read_rkey    = ep_addr->ctrl_read_rkey;
     ep->peer.written_view_addr = ep_addr->ctrl_write_addr;
     ep->peer.ctrl_write_rkey   = ep_addr->ctrl_write_rkey;
@@ -933,7 +949,9 @@ static void uct_hipower_ep_dereg_peer_access(uct_hipower_ep_t *ep)
  * Carves this endpoint's receive slots out of the arena and lets the peer
  * (and only the peer, by the rkey it gets) write into them. While fewer
  * than UCX_HIPOWER_MAX_EPS endpoints exist, room for the others to come
- * is kept: they get at least MIN_SLOTS each.
+ * is kept: they get at least MIN_SLOTS each. With the shared pool, an
+ * endpoint for which no run is left starts without one: its peer asks for
+ * one when it sends (hipower_ep_grant.c).
  */
 static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
 {
@@ -965,6 +983,18 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
                                       iface->config.slots_per_ep,
                                       iface->config.min_slots_per_ep, keep,
                                       &first, &count);
+    if ((status != UCS_OK) && iface->config.shared_pool) {
+        ucs_debug("hipower %s: endpoint %u starts without a run (%u slots "
+                  "free, %u kept)", iface->dev_name, iface->num_eps + 1,
+                  hipower_arena_free_slots(&iface->arena.slots), keep);
+        ep->rx.first_slot = 0;
+        ep->rx.slots      = NULL;
+        ep->rx.mr         = NULL;
+        hipower_rx_ring_init(&ep->rx.ring, 0,
+                             uct_hipower_ep_consumed(ep, ep->rx.epoch));
+        ++iface->pool.num_runless;
+        return UCS_OK;
+    }
     if (status != UCS_OK) {
         ucs_error("hipower %s: cannot create endpoint number %u: no run of "
                   "UCX_HIPOWER_MIN_SLOTS=%u receive slots is left in the "
@@ -1024,6 +1054,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->tx.msgs             = 0;
     self->tx.epoch            = 1;
     self->tx.ack_flags        = 0;
+    self->tx.run_req          = hipower_run_req_make(1, 0, 0);
     self->rx.epoch            = 1;
     self->rx.wants            = 0;
     self->rx.granted.count    = 0;
@@ -1105,6 +1136,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
 err_destroy_qp:
     uct_hipower_qp_destroy(iface, self->txqp.qp);
 err_free_rx:
+    uct_hipower_ep_rx_runs_cleanup(self);
     uct_hipower_ep_free_runs(self);
 err_dereg_ctrl:
     uct_hipower_ep_dereg_peer_access(self);
@@ -1334,6 +1366,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
     }
 
     /* The peer can no longer reach our memory; the QP drains apart */
+    uct_hipower_ep_rx_runs_cleanup(self);
     uct_hipower_ep_free_runs(self);
     uct_hipower_ep_dereg_peer_access(self);
     uct_hipower_ep_end_qp(self);

@@ -48,7 +48,14 @@ enum {
      * whose verdict kept the endpoint active still gets its wake-up, and
      * unpolled wake-ups would use up the receives and stall the peer's QP
      * (receiver not ready) */
-    UCT_HIPOWER_EP_FLAG_WAKE_DUE       = UCS_BIT(17)
+    UCT_HIPOWER_EP_FLAG_WAKE_DUE       = UCS_BIT(17),
+    /* Receiver: a release (a grant of no slots) is out; the peer's run
+     * request will say where its messages in the run end */
+    UCT_HIPOWER_EP_FLAG_RELEASING      = UCS_BIT(18),
+    /* Receiver: in iface->pool.waiters, for a run when one comes back */
+    UCT_HIPOWER_EP_FLAG_WAITING        = UCS_BIT(19),
+    /* Sender: tx.run_req is still to be written (no room at the time) */
+    UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE    = UCS_BIT(20)
 };
 
 
@@ -93,6 +100,7 @@ typedef struct uct_hipower_ep {
         uint32_t                 first_slot;   /* In the arena */
         uint32_t                 epoch;        /* Of the current run */
         int                      wants;        /* The peer's run was full */
+        ucs_list_link_t          wait_list;    /* In iface->pool.waiters */
         struct {                               /* Granted, not yet adopted */
             void                 *slots;
             struct ibv_mr        *mr;
@@ -114,6 +122,7 @@ typedef struct uct_hipower_ep {
         uint32_t                 msg_wrs;      /* Per message, at most */
         uint64_t                 epoch;        /* Of the peer's run we use */
         uint64_t                 ack_flags;    /* For the next trailer */
+        uint64_t                 run_req;      /* Written last, or due */
     } tx;
 
     struct {
@@ -132,6 +141,7 @@ typedef struct uct_hipower_ep {
         uint64_t                 sleep_gen_addr;
         uint64_t                 state_addr;   /* Its peer_state word */
         uint64_t                 grant_addr;   /* Its grant record */
+        uint64_t                 run_req_addr; /* Its run request word */
         uint32_t                 ctrl_read_rkey;
         uint64_t                 written_view_addr;
         uint32_t                 ctrl_write_rkey;
@@ -533,13 +543,33 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep);
  * its QP still sends */
 void uct_hipower_ep_free_runs(uct_hipower_ep_t *ep);
 
-/* Receiver: the endpoint went idle holding more than MIN_SLOTS: grants its
- * peer MIN_SLOTS, which it adopts with a no-message frame */
+/* Receiver: the endpoint went idle while the pool is short: takes its
+ * run back (a release, a grant of no slots) */
 void uct_hipower_ep_rx_reclaim(uct_hipower_ep_t *ep);
 
+/* Receiver: a wake-up came for an endpoint without a run, or giving its
+ * run back: acts on the peer's run request (hipower_run_req_action()) */
+void uct_hipower_ep_rx_run_req(uct_hipower_ep_t *ep);
+
+/* Receiver: grants runs to endpoints that asked while none was free, in
+ * the order they asked, as long as the pool has runs */
+void uct_hipower_iface_serve_waiters(uct_hipower_iface_t *iface);
+
+/* Receiver: the endpoint goes (destroyed): no more a waiter, no more
+ * counted without a run */
+void uct_hipower_ep_rx_runs_cleanup(uct_hipower_ep_t *ep);
+
 /* Sender, in progress: adopts a grant and sends the no-message frame that
- * tells the receiver, when nothing else would */
+ * tells the receiver, when nothing else would; writes a run request that
+ * found no room before */
 void uct_hipower_ep_tx_switch_idle(uct_hipower_ep_t *ep);
+
+/* Sender without a run: asks the receiver for one (once per epoch) */
+void uct_hipower_ep_tx_ask(uct_hipower_ep_t *ep);
+
+/* Sender: writes tx.run_req into the receiver's run request word, with an
+ * immediate */
+ucs_status_t uct_hipower_ep_tx_run_req(uct_hipower_ep_t *ep);
 
 /* The no-message frame (hipower_ep_am.c) */
 ucs_status_t uct_hipower_ep_send_none(uct_hipower_ep_t *ep);

@@ -25,6 +25,15 @@
  * moves to the new one once that is drained; then the old run's
  * registration goes (a peer writing there anyway gets an access error and
  * cannot reach the next owner's slots) and its slots go back to the pool.
+ *
+ * Endpoints without a run: when the pool is short, an idle endpoint's run
+ * is taken back by a grant of no slots (a release); an endpoint created
+ * when no run of MIN_SLOTS is free starts without one. Its peer writes a
+ * run request word with an immediate: after a release, where its messages
+ * in the run end; when it has something to send, an ask. The receiver
+ * grants a run then, or when one comes back (waiters, in the order they
+ * asked). So an idle peer holds no slot of the pool, and the interface
+ * serves as many endpoints as it has QPs and control pages for.
  */
 
 #include "hipower_ep.h"
@@ -81,6 +90,10 @@ static void uct_hipower_ep_run_free(uct_hipower_ep_t *ep, struct ibv_mr *mr,
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
 
+    if (count == 0) {
+        return; /* No run */
+    }
+
     /* Deregistered first: the peer can no longer write the slots */
     uct_hipower_md_dereg_internal(md, mr, "receive slots");
     hipower_arena_free(&iface->arena.slots, first, count);
@@ -90,6 +103,7 @@ void uct_hipower_ep_free_runs(uct_hipower_ep_t *ep)
 {
     uct_hipower_ep_run_free(ep, ep->rx.mr, ep->rx.first_slot,
                             ep->rx.ring.num_slots);
+    ep->rx.ring.num_slots = 0;
     if (ep->rx.granted.count > 0) {
         uct_hipower_ep_run_free(ep, ep->rx.granted.mr,
                                 ep->rx.granted.first_slot,
@@ -106,7 +120,8 @@ void uct_hipower_ep_free_runs(uct_hipower_ep_t *ep)
  * it and answer with the first frame of the new run.
  */
 static ucs_status_t uct_hipower_ep_post_grant(uct_hipower_ep_t *ep,
-                                              uint32_t epoch)
+                                              void *slots, uint32_t rkey,
+                                              uint32_t count, uint32_t epoch)
 {
     typeof(ep->ctrl->grant) record;
     struct ibv_send_wr wr;
@@ -115,9 +130,9 @@ static ucs_status_t uct_hipower_ep_post_grant(uct_hipower_ep_t *ep,
     uint64_t sleep_gen;
 
     UCS_STATIC_ASSERT(sizeof(record) == 24);
-    record.slots_addr = (uintptr_t)ep->rx.granted.slots;
-    record.rkey       = ep->rx.granted.mr->rkey;
-    record.count      = ep->rx.granted.count;
+    record.slots_addr = (uintptr_t)slots;
+    record.rkey       = rkey;
+    record.count      = count;
     record.epoch      = epoch;
 
     uct_hipower_ep_word_wr(ep, &wr, &sge, &record.slots_addr,
@@ -177,7 +192,8 @@ static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
     ep->rx.granted.slots      = slots;
     ep->rx.granted.first_slot = first;
     ep->rx.granted.count      = count;
-    if (uct_hipower_ep_post_grant(ep, ep->rx.epoch + 1) != UCS_OK) {
+    if (uct_hipower_ep_post_grant(ep, slots, ep->rx.granted.mr->rkey, count,
+                                  ep->rx.epoch + 1) != UCS_OK) {
         uct_hipower_ep_run_free(ep, ep->rx.granted.mr, first, count);
         ep->rx.granted.count = 0;
         return 0;
@@ -193,8 +209,34 @@ static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
 /* Whether a grant may go out now: one at a time, to a peer that listens */
 static int uct_hipower_ep_may_grant(uct_hipower_ep_t *ep)
 {
-    return (ep->rx.granted.count == 0) && uct_hipower_ep_may_initiate(ep) &&
-           uct_hipower_ep_has_room(ep, 1);
+    return (ep->rx.granted.count == 0) &&
+           !(ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) &&
+           uct_hipower_ep_may_initiate(ep) && uct_hipower_ep_has_room(ep, 1);
+}
+
+/* Counts the endpoint among those without a run (or giving it back): the
+ * interface polls for their peers' run requests while any is */
+static void uct_hipower_ep_runless(uct_hipower_ep_t *ep, int runless)
+{
+    uct_hipower_ep_iface(ep)->pool.num_runless += runless ? 1 : -1;
+}
+
+static void uct_hipower_ep_wait_end(uct_hipower_ep_t *ep)
+{
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_WAITING) {
+        ucs_list_del(&ep->rx.wait_list);
+        ep->flags &= ~UCT_HIPOWER_EP_FLAG_WAITING;
+    }
+}
+
+void uct_hipower_ep_rx_runs_cleanup(uct_hipower_ep_t *ep)
+{
+    uct_hipower_ep_wait_end(ep);
+    if ((ep->rx.ring.num_slots == 0) ||
+        (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING)) {
+        uct_hipower_ep_runless(ep, 0);
+        ep->flags &= ~UCT_HIPOWER_EP_FLAG_RELEASING;
+    }
 }
 
 void uct_hipower_ep_rx_regrant(uct_hipower_ep_t *ep)
@@ -231,36 +273,143 @@ void uct_hipower_ep_rx_regrant(uct_hipower_ep_t *ep)
     }
 }
 
+/* An endpoint without a run whose peer asked: a run now, or a place in
+ * the queue of those that get one when runs come back */
+static void uct_hipower_ep_rx_wants_run(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    ep->rx.wants = 1;
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_WAITING)) {
+        /* Behind those that asked before: the pool goes to them first */
+        if (ucs_list_is_empty(&iface->pool.waiters)) {
+            uct_hipower_ep_rx_regrant(ep);
+        }
+        if (ep->rx.granted.count == 0) {
+            ucs_list_add_tail(&iface->pool.waiters, &ep->rx.wait_list);
+            ep->flags |= UCT_HIPOWER_EP_FLAG_WAITING;
+            iface->stats.run_waits++;
+        }
+    }
+}
+
+void uct_hipower_iface_serve_waiters(uct_hipower_iface_t *iface)
+{
+    uct_hipower_ep_t *ep, *tmp;
+
+    ucs_list_for_each_safe(ep, tmp, &iface->pool.waiters, rx.wait_list) {
+        if ((ep->rx.ring.num_slots == 0) &&
+            !(ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
+                           UCT_HIPOWER_EP_FLAG_PEER_CLOSED))) {
+            ep->rx.wants = 1;
+            uct_hipower_ep_rx_regrant(ep);
+            if (ep->rx.granted.count == 0) {
+                return; /* Not yet: the ones behind wait too */
+            }
+        }
+        uct_hipower_ep_wait_end(ep);
+    }
+}
+
 void uct_hipower_ep_rx_reclaim(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    uint32_t mailbox           = iface->config.min_slots_per_ep;
     uint32_t keep              = uct_hipower_iface_pool_keep(iface);
     uint32_t free_slots        = hipower_arena_free_slots(&iface->arena.slots);
-    uint32_t size;
 
     /* Only while the pool is short (under a quarter free, beyond the room
-     * kept for endpoints to come): a reclaimed peer grows again when it
-     * sends, and the switch costs both sides a round of work. (Also: with
-     * reclaim on every idle spell, UCX's test_uct_peer_failure_multiple
-     * hangs -- a sender's 8-slot ring full towards a killed peer, a recycle
-     * READ never completing; open, see the issue) */
+     * kept for endpoints to come, or peers waiting for a run): the peer
+     * asks again when it sends, which costs its next message a round
+     * trip. (Also: with a shrink on every idle spell, UCX's
+     * test_uct_peer_failure_multiple hangs -- a sender's 8-slot ring full
+     * towards a killed peer, a recycle READ never completing; open, see
+     * the issue) */
     if ((free_slots > keep) &&
-        (free_slots - keep >= iface->arena.slots.total / 4)) {
+        (free_slots - keep >= iface->arena.slots.total / 4) &&
+        ucs_list_is_empty(&iface->pool.waiters)) {
         return;
     }
 
-    if (!iface->config.shared_pool || !uct_hipower_ep_may_grant(ep) ||
-        (hipower_grant_decide(ep->rx.ring.num_slots, mailbox, 0, 1,
-                              hipower_arena_free_slots(&iface->arena.slots),
-                              0, mailbox, &size) != HIPOWER_GRANT_SHRINK)) {
+    if (!iface->config.shared_pool || (ep->rx.ring.num_slots == 0) ||
+        !uct_hipower_ep_may_grant(ep) ||
+        (uct_hipower_ep_post_grant(ep, NULL, 0, 0, ep->rx.epoch + 1) !=
+         UCS_OK)) {
         return;
     }
 
-    if (uct_hipower_ep_grant(ep, size, size) > 0) {
-        iface->stats.reclaims++;
-        ucs_debug(UCT_HIPOWER_EP_FMT ": idle, shrink from %u to %u slots",
-                  UCT_HIPOWER_EP_ARG(ep), ep->rx.ring.num_slots, size);
+    ep->flags |= UCT_HIPOWER_EP_FLAG_RELEASING;
+    uct_hipower_ep_runless(ep, 1);
+    iface->stats.reclaims++;
+    iface->stats.rdma_writes++;
+    ucs_debug(UCT_HIPOWER_EP_FMT ": idle, its run of %u slots taken back",
+              UCT_HIPOWER_EP_ARG(ep), ep->rx.ring.num_slots);
+}
+
+/* The release is out and the run request says where the peer's messages
+ * in the run end: once they are delivered, the run goes back to the pool.
+ * Returns 1 if it went. */
+static int uct_hipower_ep_rx_release_done(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    hipower_rx_ring_t *ring    = &ep->rx.ring;
+    uint32_t old_count         = ring->num_slots;
+    uint64_t req               = *(volatile uint64_t*)&ep->ctrl->run_req;
+    int remaining;
+
+    if (hipower_run_req_action(req, ep->rx.epoch, old_count, 1) !=
+        HIPOWER_RUN_REQ_RELEASED) {
+        return 0; /* The peer has not adopted the release yet */
+    }
+
+    remaining = hipower_grant_old_remaining(ring->head,
+                                            hipower_run_req_old_end(req),
+                                            old_count);
+    if (ucs_unlikely(remaining < 0)) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": the peer says its messages in the run "
+                  "it gave back end at sequence %u, but %u is next there and "
+                  "the run holds %u: broken or hostile peer",
+                  UCT_HIPOWER_EP_ARG(ep), hipower_run_req_old_end(req),
+                  ring->head, old_count);
+        iface->stats.bad_slots++;
+        uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
+        return 0;
+    }
+    if (remaining > 0) {
+        return 0; /* Its last messages first */
+    }
+
+    uct_hipower_ep_run_free(ep, ep->rx.mr, ep->rx.first_slot, old_count);
+    hipower_rx_ring_switch(ring, 0, uct_hipower_ep_consumed(ep,
+                                                            ep->rx.epoch + 1));
+    ep->rx.slots      = NULL;
+    ep->rx.mr         = NULL;
+    ep->rx.first_slot = 0;
+    ep->flags        &= ~UCT_HIPOWER_EP_FLAG_RELEASING;
+    ++ep->rx.epoch;
+    uct_hipower_ep_held_changed(ep, -(int32_t)old_count);
+    iface->stats.run_switches++;
+    /* Still counted without a run; the peer may have asked already */
+    uct_hipower_ep_rx_run_req(ep);
+    return 1;
+}
+
+void uct_hipower_ep_rx_run_req(uct_hipower_ep_t *ep)
+{
+    uint64_t req = *(volatile uint64_t*)&ep->ctrl->run_req;
+
+    switch (hipower_run_req_action(req, ep->rx.epoch, ep->rx.ring.num_slots,
+                                   !!(ep->flags &
+                                      UCT_HIPOWER_EP_FLAG_RELEASING))) {
+    case HIPOWER_RUN_REQ_RELEASED:
+        uct_hipower_ep_rx_release_done(ep);
+        break;
+    case HIPOWER_RUN_REQ_WANTS:
+        if (ep->rx.granted.count == 0) {
+            uct_hipower_ep_rx_wants_run(ep);
+        }
+        break;
+    default:
+        break;
     }
 }
 
@@ -268,6 +417,10 @@ void uct_hipower_ep_tx_switch_idle(uct_hipower_ep_t *ep)
 {
     if (uct_hipower_ep_tx_granted(ep)) {
         uct_hipower_ep_tx_adopt(ep);
+    }
+
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE) {
+        uct_hipower_ep_tx_run_req(ep);
     }
 
     /* A message queued or sent next tells the receiver anyway */
@@ -287,6 +440,10 @@ int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)
     hipower_slot_trailer_t mark;
     uint64_t ack_word;
     int remaining;
+
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) {
+        return uct_hipower_ep_rx_release_done(ep);
+    }
 
     mark = *hipower_slot_mark(ep->rx.granted.slots, layout);
     if (!hipower_slot_trailer_is(mark, 0)) {
@@ -329,6 +486,9 @@ int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)
     ++ep->rx.epoch;
     uct_hipower_ep_held_changed(ep, -(int32_t)old_count);
     iface->stats.run_switches++;
+    if (old_count == 0) {
+        uct_hipower_ep_runless(ep, 0); /* It has a run again */
+    }
     return 1;
 }
 
@@ -355,6 +515,20 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
 
     old_end              = hipower_tx_ring_switch(&ep->tx.ring, count);
     memset(ep->ctrl->written, 0, sizeof(ep->ctrl->written));
+    if (count == 0) {
+        /* A release: no slot to say where our messages end, so the run
+         * request word says it */
+        ep->peer.slots_addr = 0;
+        ep->peer.slots_rkey = 0;
+        ep->tx.epoch        = epoch;
+        ep->tx.threshold    = 1;
+        ep->tx.ack_flags    = 0;
+        ep->tx.run_req      = hipower_run_req_make(epoch, old_end, 0);
+        ep->flags          |= UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE;
+        iface->stats.runs_adopted++;
+        uct_hipower_ep_tx_run_req(ep);
+        return;
+    }
     ep->peer.slots_addr  = ep->ctrl->grant.slots_addr;
     ep->peer.slots_rkey  = ep->ctrl->grant.rkey;
     ep->tx.epoch         = epoch;
@@ -364,4 +538,54 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
      * run's messages end (the grant answered any want of ours) */
     ep->tx.ack_flags     = hipower_slot_ack_switch(old_end);
     iface->stats.runs_adopted++;
+}
+
+ucs_status_t uct_hipower_ep_tx_run_req(uct_hipower_ep_t *ep)
+{
+    uint64_t req = ep->tx.run_req;
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    ucs_status_t status;
+    uint64_t sleep_gen;
+
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
+        (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
+        !uct_hipower_ep_has_room(ep, 1)) {
+        return UCS_ERR_NO_RESOURCE; /* Progress or the next send tries again */
+    }
+
+    /* Always with an immediate: the receiver holds no slot for us to
+     * write, and polls for these (pool.num_runless); one that also wakes
+     * the peer's sleep generation carries that one */
+    uct_hipower_ep_word_wr(ep, &wr, &sge, &req, ep->peer.run_req_addr);
+    sleep_gen = uct_hipower_ep_wakeup_check(ep, &wr);
+    if (wr.opcode != IBV_WR_RDMA_WRITE_WITH_IMM) {
+        wr.opcode   = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.imm_data = 0; /* No generation is 0 */
+    }
+    status = uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    uct_hipower_ep_wakeup_posted(ep, sleep_gen);
+    ep->flags &= ~UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE;
+    uct_hipower_ep_iface(ep)->stats.rdma_writes++;
+    uct_hipower_ep_iface(ep)->stats.run_reqs++;
+    return UCS_OK;
+}
+
+void uct_hipower_ep_tx_ask(uct_hipower_ep_t *ep)
+{
+    uint64_t req = hipower_run_req_make(ep->tx.epoch,
+                                        hipower_run_req_old_end(
+                                                ep->tx.run_req), 1);
+
+    if (req != ep->tx.run_req) {
+        ep->tx.run_req  = req; /* Once per epoch */
+        ep->flags      |= UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE;
+    }
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE) {
+        uct_hipower_ep_tx_run_req(ep);
+    }
 }

@@ -399,10 +399,16 @@ static UCS_F_ALWAYS_INLINE unsigned
 uct_hipower_ep_rx_progress_runs(uct_hipower_ep_t *ep, int hold)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    unsigned count             = uct_hipower_ep_rx_progress_self_mode(ep, hold);
+    unsigned count             = 0;
 
-    if (ucs_unlikely(ep->rx.granted.count > 0)) {
-        if (uct_hipower_ep_rx_switch(ep)) {
+    /* An endpoint without a run (hipower_ep_grant.c) has no slot to look at */
+    if (ucs_likely(ep->rx.ring.num_slots > 0)) {
+        count = uct_hipower_ep_rx_progress_self_mode(ep, hold);
+    }
+
+    if (ucs_unlikely((ep->rx.granted.count > 0) ||
+                     (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING))) {
+        if (uct_hipower_ep_rx_switch(ep) && (ep->rx.ring.num_slots > 0)) {
             count += uct_hipower_ep_rx_progress_self_mode(ep, hold);
         }
     } else if ((count > 0) && iface->config.shared_pool &&
@@ -445,6 +451,10 @@ int uct_hipower_ep_rx_ready(uct_hipower_ep_t *ep)
                                                    &iface->config.layout),
                                 0)) {
         return 1; /* The peer moved to its granted run */
+    }
+
+    if (ring->num_slots == 0) {
+        return 0; /* No run: its peer's request comes with an immediate */
     }
 
     slot = hipower_ring_slot(ring->num_slots, ring->head);

@@ -198,6 +198,11 @@ unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
             /* A demotion handshake out must not undo this wake-up */
             ep->flags |= UCT_HIPOWER_EP_FLAG_NEWS;
         }
+        if (ucs_unlikely((ep->rx.ring.num_slots == 0) ||
+                         (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING))) {
+            /* Its peer's run request: a run given back, or one asked for */
+            uct_hipower_ep_rx_run_req(ep);
+        }
     }
     return num_wcs;
 }

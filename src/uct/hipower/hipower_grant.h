@@ -211,13 +211,14 @@ static inline uint32_t hipower_rx_runs_grant(hipower_rx_runs_t *runs,
 
 /* Whether a grant record {@a epoch, @a count} the sender found, at its
  * run's epoch @a cur_epoch, is one to adopt: the next epoch, and a size
- * its own bookkeeping can hold (@a max_count). Anything else (an old
- * record, a bogus one) is ignored. */
+ * its own bookkeeping can hold (@a max_count); 0 is a release (the run
+ * goes back, see hipower_run_req_action()). Anything else (an old record,
+ * a bogus one) is ignored. */
 static inline int hipower_grant_record_valid(uint64_t cur_epoch,
                                              uint64_t epoch, uint32_t count,
                                              uint32_t max_count)
 {
-    return (epoch == cur_epoch + 1) && (count >= 1) && (count <= max_count);
+    return (epoch == cur_epoch + 1) && (count <= max_count);
 }
 
 /**
@@ -230,7 +231,8 @@ static inline int hipower_tx_grant_valid(const hipower_tx_runs_t *runs,
                                          uint32_t epoch, uint32_t count,
                                          uint32_t max_count)
 {
-    return hipower_grant_record_valid(runs->cur.epoch, epoch, count,
+    return (count >= 1) &&
+           hipower_grant_record_valid(runs->cur.epoch, epoch, count,
                                       max_count);
 }
 
@@ -329,6 +331,62 @@ static inline int hipower_grant_old_remaining(uint32_t head, uint16_t old_end,
     uint32_t remaining = (uint16_t)(old_end - (uint16_t)head);
 
     return (remaining > num_slots) ? -1 : (int)remaining;
+}
+
+/*
+ * Endpoints without a run (docs/protocol.md 9.2): an endpoint created while
+ * the pool has no run of MIN_SLOTS left, or whose peer went idle while the
+ * pool is short, holds no slot of the pool, only its control words. A
+ * grant of no slots (a *release*) takes a run back: the sender adopts it as
+ * any grant, writes nothing more into the old run, and says where its
+ * messages there end in its *run request*, a word it writes into the
+ * receiver's control words with an immediate (there is no slot to carry
+ * it). A sender without a run that has something to send writes the same
+ * word with the ask bit, once per epoch: the receiver grants it a run
+ * when the pool has one, or when one comes back. The word:
+ * bits 63..32 the sender's run epoch, bit 16 ask, bits 15..0 where its
+ * messages in its last run ended.
+ */
+#define HIPOWER_RUN_REQ_ASK  (1ull << 16)
+
+static inline uint64_t hipower_run_req_make(uint32_t epoch, uint16_t old_end,
+                                            int ask)
+{
+    return ((uint64_t)epoch << 32) | (ask ? HIPOWER_RUN_REQ_ASK : 0) |
+           old_end;
+}
+
+static inline uint16_t hipower_run_req_old_end(uint64_t req)
+{
+    return (uint16_t)req;
+}
+
+typedef enum {
+    HIPOWER_RUN_REQ_NONE,      /* Stale, early or bogus: nothing to do */
+    HIPOWER_RUN_REQ_RELEASED,  /* The release was adopted: drain, free */
+    HIPOWER_RUN_REQ_WANTS      /* No run, and the sender asks for one */
+} hipower_run_req_action_t;
+
+/**
+ * What the receiver does with the run request word @a req it found, when
+ * its current run has epoch @a epoch (and @a num_slots slots) and
+ * @a releasing says a release (epoch + 1) is out. A word of any other
+ * epoch is old or bogus: it is ignored, so a peer can only ask for its
+ * own run, once per epoch, and only when it has none.
+ */
+static inline hipower_run_req_action_t
+hipower_run_req_action(uint64_t req, uint32_t epoch, uint32_t num_slots,
+                       int releasing)
+{
+    uint32_t req_epoch = (uint32_t)(req >> 32);
+
+    if (releasing) {
+        return (req_epoch == epoch + 1) ? HIPOWER_RUN_REQ_RELEASED :
+                                          HIPOWER_RUN_REQ_NONE;
+    }
+    return ((num_slots == 0) && (req_epoch == epoch) &&
+            (req & HIPOWER_RUN_REQ_ASK)) ? HIPOWER_RUN_REQ_WANTS :
+                                           HIPOWER_RUN_REQ_NONE;
 }
 
 /* The shortest run that will do for a grant decided as @a action (the

@@ -77,8 +77,18 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      "max_num_eps: room for this many runs of MIN_SLOTS is kept in the\n"
      "memory budget, and each endpoint takes up to SLOTS slots from the\n"
      "rest. Endpoints beyond it are created while a run of MIN_SLOTS is\n"
-     "free. At most MEM_BUDGET / (SLOT_SIZE x MIN_SLOTS).",
+     "free. At most MEM_BUDGET / (SLOT_SIZE x MIN_SLOTS). With SHARED_POOL,\n"
+     "max_num_eps is SHARED_MAX_EPS.",
      ucs_offsetof(uct_hipower_iface_config_t, max_eps),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"SHARED_MAX_EPS", "4096",
+     "With SHARED_POOL: endpoints the interface serves, reported to UCX as\n"
+     "its max_num_eps. An endpoint may hold no slot of the pool (it gets a\n"
+     "run when its peer asks), so MEM_BUDGET does not bound them; the\n"
+     "completion queues are sized for this many (about 100 bytes of them\n"
+     "each). At most what the device's completion queues hold.",
+     ucs_offsetof(uct_hipower_iface_config_t, shared_max_eps),
      UCS_CONFIG_TYPE_UINT},
 
     {"IDLE_TIME", "10ms",
@@ -261,6 +271,8 @@ uct_hipower_iface_check_config(uct_hipower_iface_t *self,
                                      config->announce_batch, 1, 64) ||
         !uct_hipower_config_in_range(self, "MAX_EPS", config->max_eps, 1,
                                      UINT16_MAX) ||
+        !uct_hipower_config_in_range(self, "SHARED_MAX_EPS",
+                                     config->shared_max_eps, 1, 1u << 20) ||
         !uct_hipower_config_in_range(self, "SL", config->sl, 0, 15) ||
         !uct_hipower_config_in_range(self, "TRAFFIC_CLASS",
                                      config->traffic_class, 0, 255) ||
@@ -305,9 +317,14 @@ static ucs_status_t uct_hipower_iface_query(uct_iface_h tl_iface,
 
     uct_base_iface_query(&iface->super, attr);
 
-    /* What the interface guarantees (UCX_HIPOWER_MAX_EPS), or less if the
-     * user set UCX_HIPOWER_MAX_NUM_EPS lower */
-    attr->max_num_eps     = ucs_min(attr->max_num_eps, iface->config.max_eps);
+    /* What the interface guarantees: with the shared pool, as many as its
+     * completion queues serve (an idle endpoint holds no slot); without,
+     * UCX_HIPOWER_MAX_EPS; less if the user set UCX_HIPOWER_MAX_NUM_EPS
+     * lower */
+    attr->max_num_eps     = ucs_min(attr->max_num_eps,
+                                    iface->config.shared_pool ?
+                                    iface->config.eps_possible :
+                                    iface->config.max_eps);
     attr->iface_addr_len  = 0;
     attr->device_addr_len = sizeof(uct_hipower_device_addr_t);
     attr->ep_addr_len     = sizeof(uct_hipower_ep_addr_t);
@@ -534,16 +551,21 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
     }
 
     count = uct_hipower_iface_poll_cq(iface);
-    if ((iface->num_idle + iface->num_wake_due > 0) ||
+    if ((iface->num_idle + iface->num_wake_due + iface->pool.num_runless > 0) ||
         ucs_unlikely((iface->event.gen != 0) ||
                      (iface->event.rx_expected > 0))) {
         /* An idle endpoint's peer wakes it with a write with immediate, and
          * so does the peer of one whose sleep handshake's wake-up is still
          * due (its receive must be reposted, and one that comes while the
-         * demotion is out counts for the verdict); someone has slept on
-         * this interface; or receive completions are due (flushed
+         * demotion is out counts for the verdict); the peer of one
+         * without a run asks for one with an immediate; someone has slept
+         * on this interface; or receive completions are due (flushed
          * receives) */
         count += uct_hipower_iface_progress_events(iface);
+    }
+
+    if (ucs_unlikely(!ucs_list_is_empty(&iface->pool.waiters))) {
+        uct_hipower_iface_serve_waiters(iface);
     }
 
     if (ucs_unlikely(*(volatile uint64_t*)&md->async.seq != iface->async_seq)) {
@@ -888,27 +910,40 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     }
 
     /* Endpoints the interface can hold: a run of MIN_SLOTS each in the
-     * arena, an entry each in the send CQ for the request that ends its QP
-     * in order, and its wake-up receives in the wake-up CQ (hipower_ep.c) */
+     * arena (not with the shared pool, where an endpoint may hold none), an
+     * entry each in the send CQ for the request that ends its QP in order,
+     * and its wake-up receives in the wake-up CQ (hipower_ep.c) */
     eps_possible = uct_hipower_iface_eps_possible(config->mem_budget,
                                                   self->config.layout.stride,
                                                   config->min_slots_per_ep);
+    if (config->max_eps > eps_possible) {
+        ucs_error("hipower %s: UCX_HIPOWER_MAX_EPS=%u endpoints do not fit: "
+                  "UCX_HIPOWER_MEM_BUDGET=%zu holds %u runs of "
+                  "UCX_HIPOWER_MIN_SLOTS=%u slots of %u bytes: raise the "
+                  "budget or lower one of them", self->dev_name,
+                  config->max_eps, config->mem_budget, eps_possible,
+                  config->min_slots_per_ep, self->config.layout.stride);
+        status = UCS_ERR_INVALID_PARAM;
+        goto err;
+    }
+    if (self->config.shared_pool) {
+        eps_possible = ucs_max(config->shared_max_eps, config->max_eps);
+    }
     eps_possible = ucs_min(eps_possible, max_cqe - config->tx_cq_len);
     if (self->config.notify != UCT_HIPOWER_NOTIFY_PULL) {
         eps_possible = ucs_min(eps_possible,
                                max_cqe / UCT_HIPOWER_EVENT_RECVS);
     }
-    if (config->max_eps > eps_possible) {
-        ucs_error("hipower %s: UCX_HIPOWER_MAX_EPS=%u endpoints do not fit: "
-                  "UCX_HIPOWER_MEM_BUDGET=%zu holds %zu runs of "
-                  "UCX_HIPOWER_MIN_SLOTS=%u slots of %u bytes, the device's "
-                  "completion queues (%d entries, UCX_HIPOWER_TX_CQ_LEN=%u) "
-                  "room for %u endpoints: raise the budget or lower one of "
-                  "them", self->dev_name, config->max_eps, config->mem_budget,
-                  config->mem_budget / self->config.layout.stride /
-                  config->min_slots_per_ep, config->min_slots_per_ep,
-                  self->config.layout.stride, max_cqe, config->tx_cq_len,
-                  eps_possible);
+    if (ucs_max(config->max_eps, self->config.shared_pool ?
+                                 config->shared_max_eps : 0) > eps_possible) {
+        ucs_error("hipower %s: UCX_HIPOWER_%s=%u endpoints do not fit: "
+                  "the device's completion queues (%d entries, "
+                  "UCX_HIPOWER_TX_CQ_LEN=%u) have room for %u endpoints: "
+                  "lower one of them", self->dev_name,
+                  self->config.shared_pool ? "SHARED_MAX_EPS" : "MAX_EPS",
+                  ucs_max(config->max_eps, self->config.shared_pool ?
+                                           config->shared_max_eps : 0),
+                  max_cqe, config->tx_cq_len, eps_possible);
         status = UCS_ERR_INVALID_PARAM;
         goto err;
     }
@@ -953,6 +988,8 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->pool.reserve        = ucs_min(self->arena.slots.total / 16,
                                         4 * self->config.min_slots_per_ep);
     self->pool.idle_held      = 0;
+    self->pool.num_runless    = 0;
+    ucs_list_head_init(&self->pool.waiters);
     uct_hipower_iface_pool_update(self);
     /* Page-aligned and registered: whole pages are pinned */
     self->stats.ep_ctrl_bytes = ucs_align_up(sizeof(uct_hipower_ep_ctrl_t),

@@ -75,6 +75,7 @@ typedef struct uct_hipower_iface_config {
     int                          shared_pool;
     unsigned                     announce_batch;
     unsigned                     max_eps;
+    unsigned                     shared_max_eps;
     int                          hold_slots;
     int                          print_stats;
     unsigned                     gid_index;
@@ -114,6 +115,9 @@ typedef struct uct_hipower_ep_ctrl {
         uint32_t                 count;
         uint64_t                 epoch;
     } grant;
+    /* Our peer's run request (hipower_run_req_make()): where its messages
+     * in a run we took back end, and whether it asks for a run */
+    uint64_t                     run_req;
     /* Target of our recycle READ of the peer's consumed bitmap */
     hipower_bitmap_word_t        peer_consumed[UCT_HIPOWER_BITMAP_WORDS];
     uint64_t                     peer_announced; /* Wakeup handshake READ */
@@ -221,6 +225,10 @@ typedef struct uct_hipower_iface {
         uint32_t                 fair;         /* An active endpoint's share */
         uint32_t                 reserve;      /* Kept free by grows */
         uint32_t                 idle_held;    /* Slots idle endpoints hold */
+        /* Endpoints without a run, or giving theirs back: their peers'
+         * run requests come with immediates, polled while any exists */
+        unsigned                 num_runless;
+        ucs_list_link_t          waiters;      /* Asked, no run free yet */
     } pool;
 
     /* Wakeup (push mode): see hipower_event.c */

@@ -56,7 +56,10 @@
     _f(tx_none)          /* Frames without a message (a run adopted while \
                             idle), counted in tx_msgs too */ \
     _f(rx_none)          /* ... received, counted in rx_msgs too */ \
-    _f(reclaims)         /* Runs of idle peers shrunk to MIN_SLOTS */ \
+    _f(reclaims)         /* Runs of idle peers taken back (pool short) */ \
+    _f(run_reqs)         /* Run requests written: run given back, or asked \
+                            for (no run at the peer) */ \
+    _f(run_waits)        /* Peers that asked when no run was free */ \
     _f(peak_eps)         /* Most endpoints at once */ \
     _f(pool_bytes)       /* Receive slot arena: UCX_HIPOWER_MEM_BUDGET \
                             rounded to slots, pinned at open */ \
