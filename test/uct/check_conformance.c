@@ -716,25 +716,28 @@ END_TEST
  * At default settings: endpoints on one interface until it refuses one
  * (UCS_ERR_NO_MEMORY), which must not happen before the max_num_eps it
  * reports, at least 256 (a budget split in runs of 64 slots held 64); each
- * endpoint carries a message.
+ * endpoint carries a message. With the shared pool (self mode) the
+ * interface reports thousands: 1024 are created, most of them without a
+ * run of slots, and their messages go by asking for one (runs of idle
+ * endpoints come back meanwhile: the pool is short).
  */
 START_TEST(test_many_endpoints_default)
 {
-    static uct_ep_h eps_a[1024], eps_b[1024];
+    enum { MAX = 1024 };
+    static uct_ep_h eps_a[MAX], eps_b[MAX];
     void *addr_a, *addr_b;
     uct_ep_params_t params;
-    ucs_status_t status;
+    ucs_status_t status = UCS_OK;
     int n, p, i;
 
     setup_pairs(0);
     printf("max_num_eps: %zu\n", side_b.attr.max_num_eps);
     ck_assert_uint_ge(side_b.attr.max_num_eps, 256);
-    ck_assert_uint_lt(side_b.attr.max_num_eps, 1024);
 
     addr_a = malloc(side_a.attr.ep_addr_len);
     addr_b = malloc(side_b.attr.ep_addr_len);
     params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
-    for (n = 0; n < 1024; ++n) {
+    for (n = 0; n < MAX; ++n) {
         params.iface = side_a.iface;
         status       = uct_ep_create(&params, &eps_a[n]);
         if (status != UCS_OK) {
@@ -753,9 +756,14 @@ START_TEST(test_many_endpoints_default)
         ck_assert_int_eq(uct_ep_connect_to_ep(eps_b[n], side_a.dev_addr,
                                               addr_a), UCS_OK);
     }
-    printf("endpoints: %d created, then %s\n", n, ucs_status_string(status));
-    ck_assert_int_eq(status, UCS_ERR_NO_MEMORY);
-    ck_assert_uint_ge(n, side_b.attr.max_num_eps);
+    printf("endpoints: %d created, then %s\n", n,
+           (n < MAX) ? ucs_status_string(status) : "stopped");
+    if (side_b.attr.max_num_eps < MAX) {
+        ck_assert_int_eq(status, UCS_ERR_NO_MEMORY);
+        ck_assert_uint_ge(n, side_b.attr.max_num_eps);
+    } else {
+        ck_assert_int_eq(n, MAX); /* None refused below max_num_eps */
+    }
 
     /* One message per endpoint, checked (as pair 0, sequence 0 each) */
     num_pairs = 1;

@@ -618,6 +618,29 @@ START_TEST(test_switch_run_req)
 }
 END_TEST
 
+/* An ask is a want from a run of no slots: the fair share if the pool has
+ * it beyond the reserve, what it has beyond the reserve if less, and
+ * nothing (the endpoint waits) when only the reserve is left */
+START_TEST(test_switch_grant_from_nothing)
+{
+    uint32_t size = 0;
+
+    ck_assert_int_eq(hipower_grant_decide(0, 16, 1, 0, 100, 8, 8, &size),
+                     HIPOWER_GRANT_GROW);
+    ck_assert_uint_eq(size, 16);
+    ck_assert_int_eq(hipower_grant_decide(0, 16, 1, 0, 12, 8, 8, &size),
+                     HIPOWER_GRANT_GROW);
+    ck_assert_uint_eq(size, 4);
+    ck_assert_int_eq(hipower_grant_decide(0, 16, 1, 0, 8, 8, 8, &size),
+                     HIPOWER_GRANT_NONE);
+    /* Without an ask, nothing: a peer without a run gets one only when it
+     * has something to send */
+    ck_assert_int_eq(hipower_grant_decide(0, 16, 0, 0, 100, 8, 8, &size),
+                     HIPOWER_GRANT_NONE);
+    ck_assert_uint_eq(hipower_grant_min_size(HIPOWER_GRANT_GROW, 0, 8), 1);
+}
+END_TEST
+
 START_TEST(test_switch_old_remaining)
 {
     /* Drained: switch now */
@@ -646,6 +669,7 @@ Suite *hipower_switch_suite(void)
     tcase_add_test(tc, test_switch_model_detects_undrained_switch);
     tcase_add_test(tc, test_switch_model_detects_undrained_release);
     tcase_add_test(tc, test_switch_run_req);
+    tcase_add_test(tc, test_switch_grant_from_nothing);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -65,10 +65,13 @@ void uct_hipower_iface_pool_update(uct_hipower_iface_t *iface)
     uint32_t unused = iface->pool.idle_held + iface->pool.reserve +
                       uct_hipower_iface_pool_keep(iface);
 
+    /* Peers waiting for a run count as active even while their endpoint
+     * is idle: streaming peers' runs shrink to make room for them */
     iface->pool.fair = hipower_grant_fair_share((total > unused) ?
                                                 total - unused : 0,
                                                 iface->num_eps -
-                                                iface->num_idle,
+                                                iface->num_idle +
+                                                iface->pool.num_waiting,
                                                 iface->config.min_slots_per_ep,
                                                 iface->config.slots_per_ep);
 }
@@ -223,9 +226,13 @@ static void uct_hipower_ep_runless(uct_hipower_ep_t *ep, int runless)
 
 static void uct_hipower_ep_wait_end(uct_hipower_ep_t *ep)
 {
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
     if (ep->flags & UCT_HIPOWER_EP_FLAG_WAITING) {
         ucs_list_del(&ep->rx.wait_list);
         ep->flags &= ~UCT_HIPOWER_EP_FLAG_WAITING;
+        --iface->pool.num_waiting;
+        uct_hipower_iface_pool_update(iface);
     }
 }
 
@@ -288,6 +295,8 @@ static void uct_hipower_ep_rx_wants_run(uct_hipower_ep_t *ep)
         if (ep->rx.granted.count == 0) {
             ucs_list_add_tail(&iface->pool.waiters, &ep->rx.wait_list);
             ep->flags |= UCT_HIPOWER_EP_FLAG_WAITING;
+            ++iface->pool.num_waiting;
+            uct_hipower_iface_pool_update(iface);
             iface->stats.run_waits++;
         }
     }

@@ -551,7 +551,8 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
     }
 
     count = uct_hipower_iface_poll_cq(iface);
-    if ((iface->num_idle + iface->num_wake_due + iface->pool.num_runless > 0) ||
+    if ((iface->num_idle + iface->num_wake_due +
+         iface->pool.num_runless > 0) ||
         ucs_unlikely((iface->event.gen != 0) ||
                      (iface->event.rx_expected > 0))) {
         /* An idle endpoint's peer wakes it with a write with immediate, and
@@ -682,15 +683,17 @@ uct_hipower_iface_init_port(uct_hipower_iface_t *self,
 
 /*
  * The receive slot arena: UCX_HIPOWER_MEM_BUDGET of slots, laid out as the
- * interface parameters ask (hipower_slot_layout()), pinned once, up front,
- * so that the whole budget is committed when the interface opens (the
- * paper's QoS point); each endpoint then registers its own run again, for
- * the rkey that only its peer gets.
+ * interface parameters ask (hipower_slot_layout()), committed up front
+ * (MAP_POPULATE: the whole budget is there when the interface opens, the
+ * paper's QoS point). Each run is registered when it is given to a peer,
+ * for the rkey that only that peer gets, and deregistered when it comes
+ * back: pinned memory is the runs in use, at most the budget. (An MR over
+ * the whole arena as well would pin every slot twice in the kernel's
+ * accounting, VmPin, which RLIMIT_MEMLOCK limits.)
  */
 static ucs_status_t uct_hipower_iface_init_arena(uct_hipower_iface_t *self,
                                                  size_t budget, size_t align)
 {
-    uct_hipower_md_t *md = ucs_derived_of(self->super.md, uct_hipower_md_t);
     uint32_t total_slots = budget / self->config.layout.stride;
     size_t base_align    = ucs_max(hipower_slot_base_align(align),
                                    ucs_get_page_size());
@@ -701,7 +704,8 @@ static ucs_status_t uct_hipower_iface_init_arena(uct_hipower_iface_t *self,
                            ucs_get_page_size();
     self->arena.map      = mmap(NULL, self->arena.map_size,
                                 PROT_READ | PROT_WRITE,
-                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                                -1, 0);
     if (self->arena.map == MAP_FAILED) {
         ucs_error("hipower %s: cannot map the %zu-byte slot arena "
                   "(UCX_HIPOWER_MEM_BUDGET): %m", self->dev_name,
@@ -711,35 +715,18 @@ static ucs_status_t uct_hipower_iface_init_arena(uct_hipower_iface_t *self,
     self->arena.base = (void*)ucs_align_up_pow2((uintptr_t)self->arena.map,
                                                 base_align);
 
-    status = uct_hipower_md_reg_internal(md, self->arena.base,
-                                         self->arena.size,
-                                         IBV_ACCESS_LOCAL_WRITE,
-                                         "slot arena (UCX_HIPOWER_MEM_BUDGET)",
-                                         &self->arena.mr);
-    if (status != UCS_OK) {
-        goto err_unmap;
-    }
-
     status = hipower_arena_init(&self->arena.slots, total_slots);
     if (status != UCS_OK) {
-        goto err_dereg;
+        munmap(self->arena.map, self->arena.map_size);
+        return status;
     }
 
     return UCS_OK;
-
-err_dereg:
-    uct_hipower_md_dereg_internal(md, self->arena.mr, "slot arena");
-err_unmap:
-    munmap(self->arena.map, self->arena.map_size);
-    return status;
 }
 
 static void uct_hipower_iface_cleanup_arena(uct_hipower_iface_t *self)
 {
-    uct_hipower_md_t *md = ucs_derived_of(self->super.md, uct_hipower_md_t);
-
     hipower_arena_cleanup(&self->arena.slots);
-    uct_hipower_md_dereg_internal(md, self->arena.mr, "slot arena");
     munmap(self->arena.map, self->arena.map_size);
 }
 
@@ -989,6 +976,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
                                         4 * self->config.min_slots_per_ep);
     self->pool.idle_held      = 0;
     self->pool.num_runless    = 0;
+    self->pool.num_waiting    = 0;
     ucs_list_head_init(&self->pool.waiters);
     uct_hipower_iface_pool_update(self);
     /* Page-aligned and registered: whole pages are pinned */

@@ -171,7 +171,6 @@ typedef struct uct_hipower_iface {
         size_t                   map_size;
         void                     *base;        /* Receive slot arena */
         size_t                   size;
-        struct ibv_mr            *mr;          /* Pins it all; local access only */
         hipower_arena_t          slots;        /* Which slots are taken */
     } arena;
 
@@ -229,6 +228,7 @@ typedef struct uct_hipower_iface {
          * run requests come with immediates, polled while any exists */
         unsigned                 num_runless;
         ucs_list_link_t          waiters;      /* Asked, no run free yet */
+        unsigned                 num_waiting;  /* Their number */
     } pool;
 
     /* Wakeup (push mode): see hipower_event.c */
