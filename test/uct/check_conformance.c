@@ -26,6 +26,7 @@
 
 #include <hipower_wire.h>
 
+#include <time.h>
 #include <unistd.h>
 
 
@@ -795,6 +796,110 @@ START_TEST(test_many_endpoints_default)
 }
 END_TEST
 
+/* Progress both sides for @a ms milliseconds of wall-clock time */
+static void progress_for_ms(unsigned ms)
+{
+    struct timespec start, now;
+
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    do {
+        progress(1, 1);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000 +
+             (now.tv_nsec - start.tv_nsec) / 1000000 < (long)ms);
+}
+
+/* Sends one message on pair @a p and progresses until B has it, at most
+ * @a ms milliseconds; returns whether it arrived */
+static int deliver_one(int p, unsigned ms)
+{
+    uint64_t before = received;
+    struct timespec start, now;
+    ucs_status_t status;
+
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    now = start;
+    do {
+        status = send_one(&pairs[p], p, 1, 100, 1);
+        if (status == UCS_OK) {
+            break;
+        }
+        ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
+        progress(1, 1);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000 +
+             (now.tv_nsec - start.tv_nsec) / 1000000 < (long)ms);
+    while ((received == before) &&
+           ((now.tv_sec - start.tv_sec) * 1000 +
+            (now.tv_nsec - start.tv_nsec) / 1000000 < (long)ms)) {
+        progress(1, 1);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    }
+    return received == before + 1;
+}
+
+/* The number of slots B's endpoint of pair @a p gives its peer */
+static unsigned b_slots(int p)
+{
+    uct_hipower_ep_addr_t addr;
+
+    ck_assert_uint_eq(side_b.attr.ep_addr_len, sizeof(addr));
+    ck_assert_int_eq(uct_ep_get_address(pairs[p].ep_b,
+                                        (uct_ep_addr_t*)&addr), UCS_OK);
+    return addr.num_slots;
+}
+
+/*
+ * Shared pool (self mode): endpoints that went idle while the pool was not
+ * short keep their runs, and may never go idle again; a peer that asks for
+ * a run when none is free must get one of theirs, not wait for ever. A
+ * 64-slot pool: three endpoints take 16 slots each, carry a message and go
+ * idle with a quarter of the pool free (not short); a fourth takes what is
+ * left beyond the reserve and never hears from its peer; a fifth starts
+ * without a run. Its message must arrive.
+ */
+START_TEST(test_idle_runs_come_back)
+{
+    int p;
+
+    if (strcmp(getenv("UCX_HIPOWER_NOTIFY") ? : "self", "self")) {
+        printf("idle runs come back: runs are fixed in this mode\n");
+        return;
+    }
+
+    setenv("UCX_HIPOWER_SLOT_SIZE", "8192", 1);
+    setenv("UCX_HIPOWER_MEM_BUDGET", "512k", 1);
+    setenv("UCX_HIPOWER_SLOTS", "16", 1);
+    setenv("UCX_HIPOWER_MIN_SLOTS", "8", 1);
+    setenv("UCX_HIPOWER_MAX_EPS", "1", 1);
+    setup_pairs(3);
+    hold_probability = 0;
+    for (p = 0; p < 3; ++p) {
+        ck_assert_uint_eq(b_slots(p), 16);
+        ck_assert_msg(deliver_one(p, 5000), "pair %d: no message", p);
+    }
+    /* IDLE_TIME (10 ms) and the demotion handshakes */
+    progress_for_ms(200);
+
+    num_pairs = 5;
+    connect_pair(&pairs[3]);
+    connect_pair(&pairs[4]);
+    printf("idle runs come back: new endpoints with %u and %u slots\n",
+           b_slots(3), b_slots(4));
+    ck_assert_uint_ge(b_slots(3), 8);
+    ck_assert_uint_eq(b_slots(4), 0);
+    ck_assert_msg(deliver_one(4, 10000), "an endpoint without a run got "
+                  "none while idle endpoints held the pool");
+    /* And the ones whose runs were taken back still deliver */
+    for (p = 0; p < 3; ++p) {
+        ck_assert_msg(deliver_one(p, 10000), "pair %d: no message after its "
+                      "run was taken back", p);
+    }
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
 static size_t   align_req, align_off;
 static unsigned misaligned, aligned_desc;
 
@@ -952,6 +1057,7 @@ void add_conformance_tests(Suite *suite)
     CONFORMANCE_CASE(suite, nothing_to_unready_peer, 600);
     CONFORMANCE_CASE(suite, orderly_close_is_quiet, 600);
     CONFORMANCE_CASE(suite, many_endpoints_default, 600);
+    CONFORMANCE_CASE(suite, idle_runs_come_back, 600);
     CONFORMANCE_CASE(suite, am_alignment, 600);
     /* Run under valgrind by the rig test (CK_RUN_CASE=close) */
     CONFORMANCE_CASE(suite, close, 600);

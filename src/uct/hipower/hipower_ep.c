@@ -1121,6 +1121,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
      * active */
     ++iface->num_idle;
     iface->pool.idle_held += uct_hipower_ep_rx_held(self);
+    uct_hipower_ep_idle_holder(self, 1);
     self->last_news = iface->clock.now;
     if (!iface->config.demote) {
         uct_hipower_ep_activate(self);

@@ -55,7 +55,9 @@ enum {
     /* Receiver: in iface->pool.waiters, for a run when one comes back */
     UCT_HIPOWER_EP_FLAG_WAITING        = UCS_BIT(19),
     /* Sender: tx.run_req is still to be written (no room at the time) */
-    UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE    = UCS_BIT(20)
+    UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE    = UCS_BIT(20),
+    /* Receiver: idle and holding a run: in iface->pool.idle_holders */
+    UCT_HIPOWER_EP_FLAG_IDLE_HOLDER    = UCS_BIT(21)
 };
 
 
@@ -101,6 +103,7 @@ typedef struct uct_hipower_ep {
         uint32_t                 epoch;        /* Of the current run */
         int                      wants;        /* The peer's run was full */
         ucs_list_link_t          wait_list;    /* In iface->pool.waiters */
+        ucs_list_link_t          holder_list;  /* In pool.idle_holders */
         struct {                               /* Granted, not yet adopted */
             void                 *slots;
             struct ibv_mr        *mr;
@@ -558,6 +561,10 @@ void uct_hipower_iface_serve_waiters(uct_hipower_iface_t *iface);
 /* Receiver: the endpoint goes (destroyed): no more a waiter, no more
  * counted without a run */
 void uct_hipower_ep_rx_runs_cleanup(uct_hipower_ep_t *ep);
+
+/* Receiver: the endpoint went idle (@a idle) or active: an idle one
+ * holding a run is listed, oldest first, for waiters to take back */
+void uct_hipower_ep_idle_holder(uct_hipower_ep_t *ep, int idle);
 
 /* Sender, in progress: adopts a grant and sends the no-message frame that
  * tells the receiver, when nothing else would; writes a run request that

@@ -42,7 +42,6 @@
 #include <ucs/debug/log.h>
 #include <string.h>
 
-
 /* Slots kept for endpoints yet to come (UCX_HIPOWER_MAX_EPS) */
 static uint32_t uct_hipower_iface_pool_keep(uct_hipower_iface_t *iface)
 {
@@ -236,12 +235,31 @@ static void uct_hipower_ep_wait_end(uct_hipower_ep_t *ep)
     }
 }
 
+void uct_hipower_ep_idle_holder(uct_hipower_ep_t *ep, int idle)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    if (idle && iface->config.shared_pool && (ep->rx.ring.num_slots > 0) &&
+        !(ep->flags & (UCT_HIPOWER_EP_FLAG_RELEASING |
+                       UCT_HIPOWER_EP_FLAG_IDLE_HOLDER))) {
+        ucs_list_add_tail(&iface->pool.idle_holders, &ep->rx.holder_list);
+        ep->flags |= UCT_HIPOWER_EP_FLAG_IDLE_HOLDER;
+    } else if (!idle && (ep->flags & UCT_HIPOWER_EP_FLAG_IDLE_HOLDER)) {
+        ucs_list_del(&ep->rx.holder_list);
+        ep->flags &= ~UCT_HIPOWER_EP_FLAG_IDLE_HOLDER;
+    }
+}
+
 void uct_hipower_ep_rx_runs_cleanup(uct_hipower_ep_t *ep)
 {
     uct_hipower_ep_wait_end(ep);
+    uct_hipower_ep_idle_holder(ep, 0);
     if ((ep->rx.ring.num_slots == 0) ||
         (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING)) {
         uct_hipower_ep_runless(ep, 0);
+        if (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) {
+            --uct_hipower_ep_iface(ep)->pool.num_releasing;
+        }
         ep->flags &= ~UCT_HIPOWER_EP_FLAG_RELEASING;
     }
 }
@@ -302,6 +320,52 @@ static void uct_hipower_ep_rx_wants_run(uct_hipower_ep_t *ep)
     }
 }
 
+/* Takes the endpoint's run back: a grant of no slots. Returns 1 if it
+ * went out. */
+static int uct_hipower_ep_rx_release(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    if (!iface->config.shared_pool || (ep->rx.ring.num_slots == 0) ||
+        !uct_hipower_ep_may_grant(ep) ||
+        (uct_hipower_ep_post_grant(ep, NULL, 0, 0, ep->rx.epoch + 1) !=
+         UCS_OK)) {
+        return 0;
+    }
+
+    uct_hipower_ep_idle_holder(ep, 0);
+    ep->flags |= UCT_HIPOWER_EP_FLAG_RELEASING;
+    uct_hipower_ep_runless(ep, 1);
+    ++iface->pool.num_releasing;
+    iface->stats.reclaims++;
+    iface->stats.rdma_writes++;
+    ucs_debug(UCT_HIPOWER_EP_FMT ": idle, its run of %u slots taken back",
+              UCT_HIPOWER_EP_ARG(ep), ep->rx.ring.num_slots);
+    return 1;
+}
+
+/*
+ * Peers wait for a run and none is free: take runs back from endpoints
+ * that are idle, longest idle first (an endpoint that went idle while the
+ * pool was not short kept its run, and may never go idle again), one more
+ * only while fewer are coming back than peers wait.
+ */
+static void uct_hipower_iface_reclaim_idle(uct_hipower_iface_t *iface)
+{
+    uct_hipower_ep_t *ep, *tmp;
+
+    ucs_list_for_each_safe(ep, tmp, &iface->pool.idle_holders,
+                           rx.holder_list) {
+        if (iface->pool.num_releasing >= iface->pool.num_waiting) {
+            return;
+        }
+        /* Unlisted either way: one that cannot take a release now (its
+         * peer not known to be ready) is listed again when it next idles */
+        uct_hipower_ep_idle_holder(ep, 0);
+        uct_hipower_ep_rx_release(ep);
+    }
+}
+
 void uct_hipower_iface_serve_waiters(uct_hipower_iface_t *iface)
 {
     uct_hipower_ep_t *ep, *tmp;
@@ -313,7 +377,9 @@ void uct_hipower_iface_serve_waiters(uct_hipower_iface_t *iface)
             ep->rx.wants = 1;
             uct_hipower_ep_rx_regrant(ep);
             if (ep->rx.granted.count == 0) {
-                return; /* Not yet: the ones behind wait too */
+                /* Not yet: the ones behind wait too */
+                uct_hipower_iface_reclaim_idle(iface);
+                return;
             }
         }
         uct_hipower_ep_wait_end(ep);
@@ -339,19 +405,7 @@ void uct_hipower_ep_rx_reclaim(uct_hipower_ep_t *ep)
         return;
     }
 
-    if (!iface->config.shared_pool || (ep->rx.ring.num_slots == 0) ||
-        !uct_hipower_ep_may_grant(ep) ||
-        (uct_hipower_ep_post_grant(ep, NULL, 0, 0, ep->rx.epoch + 1) !=
-         UCS_OK)) {
-        return;
-    }
-
-    ep->flags |= UCT_HIPOWER_EP_FLAG_RELEASING;
-    uct_hipower_ep_runless(ep, 1);
-    iface->stats.reclaims++;
-    iface->stats.rdma_writes++;
-    ucs_debug(UCT_HIPOWER_EP_FMT ": idle, its run of %u slots taken back",
-              UCT_HIPOWER_EP_ARG(ep), ep->rx.ring.num_slots);
+    uct_hipower_ep_rx_release(ep);
 }
 
 /* The release is out and the run request says where the peer's messages
@@ -394,6 +448,7 @@ static int uct_hipower_ep_rx_release_done(uct_hipower_ep_t *ep)
     ep->rx.mr         = NULL;
     ep->rx.first_slot = 0;
     ep->flags        &= ~UCT_HIPOWER_EP_FLAG_RELEASING;
+    --iface->pool.num_releasing;
     ++ep->rx.epoch;
     uct_hipower_ep_held_changed(ep, -(int32_t)old_count);
     iface->stats.run_switches++;

@@ -977,6 +977,8 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->pool.idle_held      = 0;
     self->pool.num_runless    = 0;
     self->pool.num_waiting    = 0;
+    self->pool.num_releasing  = 0;
+    ucs_list_head_init(&self->pool.idle_holders);
     ucs_list_head_init(&self->pool.waiters);
     uct_hipower_iface_pool_update(self);
     /* Page-aligned and registered: whole pages are pinned */

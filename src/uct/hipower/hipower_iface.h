@@ -229,6 +229,8 @@ typedef struct uct_hipower_iface {
         unsigned                 num_runless;
         ucs_list_link_t          waiters;      /* Asked, no run free yet */
         unsigned                 num_waiting;  /* Their number */
+        unsigned                 num_releasing; /* Runs being given back */
+        ucs_list_link_t          idle_holders; /* Idle eps with a run */
     } pool;
 
     /* Wakeup (push mode): see hipower_event.c */
