@@ -199,7 +199,8 @@ static void uct_hipower_ep_retire_ops(uct_hipower_ep_t *ep, uint64_t sn)
     }
 
     if (reread) {
-        uct_hipower_ep_post_recycle_read(ep);
+        /* (or an ask, if the receiver took our run back meanwhile) */
+        uct_hipower_ep_slots_wanted(ep);
     }
 }
 
@@ -318,6 +319,8 @@ ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
     }
 
     ep->flags |= UCT_HIPOWER_EP_FLAG_FAILED;
+    /* Its peer will not give back a run now: others need not wait for it */
+    uct_hipower_ep_rx_release_abandon(ep);
     /* Stop the QP, so that whatever is left completes (flushed) now */
     uct_hipower_qp_to_error(iface, ep->txqp.qp);
     uct_hipower_ep_cancel_ops(ep, canceled ? UCS_ERR_CANCELED : status);
@@ -381,7 +384,8 @@ static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
  * Sending needs a ready peer anyway: this only follows the user's sends. */
 void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep)
 {
-    if (uct_hipower_ep_post_bitmap_read(ep, UCT_HIPOWER_OP_RECYCLE_READ,
+    if ((ep->tx.ring.num_slots > 0) &&
+        uct_hipower_ep_post_bitmap_read(ep, UCT_HIPOWER_OP_RECYCLE_READ,
                                         UCT_HIPOWER_EP_FLAG_RECYCLE_READ,
                                         ep->ctrl->peer_consumed,
                                         ep->tx.ring.num_slots,
@@ -448,6 +452,7 @@ static void uct_hipower_ep_check_peer_state(uct_hipower_ep_t *ep)
                   UCT_HIPOWER_EP_ARG(ep));
         ep->flags |= UCT_HIPOWER_EP_FLAG_PEER_CLOSED |
                      UCT_HIPOWER_EP_FLAG_PEER_READY;
+        uct_hipower_ep_rx_release_abandon(ep);
     }
 }
 

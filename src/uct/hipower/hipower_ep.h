@@ -562,6 +562,11 @@ void uct_hipower_iface_serve_waiters(uct_hipower_iface_t *iface);
  * counted without a run */
 void uct_hipower_ep_rx_runs_cleanup(uct_hipower_ep_t *ep);
 
+/* Receiver: the peer failed or closed its endpoint: a release out will
+ * not be answered (the endpoint keeps its run until it is destroyed), and
+ * it waits for no run */
+void uct_hipower_ep_rx_release_abandon(uct_hipower_ep_t *ep);
+
 /* Receiver: the endpoint went idle (@a idle) or active: an idle one
  * holding a run is listed, oldest first, for waiters to take back */
 void uct_hipower_ep_idle_holder(uct_hipower_ep_t *ep, int idle);

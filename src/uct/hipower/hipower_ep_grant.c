@@ -250,17 +250,22 @@ void uct_hipower_ep_idle_holder(uct_hipower_ep_t *ep, int idle)
     }
 }
 
+void uct_hipower_ep_rx_release_abandon(uct_hipower_ep_t *ep)
+{
+    uct_hipower_ep_wait_end(ep); /* Nor will it send */
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) {
+        ep->flags &= ~UCT_HIPOWER_EP_FLAG_RELEASING;
+        --uct_hipower_ep_iface(ep)->pool.num_releasing;
+        uct_hipower_ep_runless(ep, 0); /* It still holds its run */
+    }
+}
+
 void uct_hipower_ep_rx_runs_cleanup(uct_hipower_ep_t *ep)
 {
-    uct_hipower_ep_wait_end(ep);
     uct_hipower_ep_idle_holder(ep, 0);
-    if ((ep->rx.ring.num_slots == 0) ||
-        (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING)) {
+    uct_hipower_ep_rx_release_abandon(ep);
+    if (ep->rx.ring.num_slots == 0) {
         uct_hipower_ep_runless(ep, 0);
-        if (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) {
-            --uct_hipower_ep_iface(ep)->pool.num_releasing;
-        }
-        ep->flags &= ~UCT_HIPOWER_EP_FLAG_RELEASING;
     }
 }
 
@@ -468,7 +473,9 @@ void uct_hipower_ep_rx_run_req(uct_hipower_ep_t *ep)
         uct_hipower_ep_rx_release_done(ep);
         break;
     case HIPOWER_RUN_REQ_WANTS:
-        if (ep->rx.granted.count == 0) {
+        if ((ep->rx.granted.count == 0) &&
+            !(ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
+                           UCT_HIPOWER_EP_FLAG_PEER_CLOSED))) {
             uct_hipower_ep_rx_wants_run(ep);
         }
         break;
