@@ -1,7 +1,8 @@
 #!/bin/bash
 # Many peers on one interface: what endpoints cost in pinned memory and in
 # progress work, and how evenly an incast shares the receiver, for hipower
-# and rc_verbs, with 1, 64 and 256 endpoints. Uses the many-peers case of
+# and rc_verbs, with 1, 64, 256 and 4,096 endpoints (what the interface
+# serves at default settings; 1 and 64 with BENCH_QUICK). Uses the many-peers case of
 # the transport test program (test/uct/check_many.c; the rig test
 # t_uct_many_peers.sh runs the same with pass/fail checks): one process,
 # interface A on the first device, B on the second, N endpoint pairs.
@@ -12,7 +13,7 @@ PROG=${HIPOWER_BUILD:-.}/test/uct/check_transport
 [ -x "$PROG" ] || { bench_log "many: $PROG is not built (make check_PROGRAMS)"; exit 1; }
 command -v valgrind > /dev/null || { bench_log "many: valgrind is not installed"; exit 1; }
 if [ "$BENCH_QUICK" = 1 ]; then points="1 64"
-else points="1 64 256"; fi
+else points="1 64 256 4096"; fi
 columns="rc_verbs hipower"
 msgs=12800 # messages per instruction count: 1 x 12800, or 64 x 200 (an idle
            # endpoint's run grows again from MIN_SLOTS, see t_uct_many_peers)
