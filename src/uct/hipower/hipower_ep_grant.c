@@ -339,6 +339,10 @@ static int uct_hipower_ep_rx_release(uct_hipower_ep_t *ep)
     }
 
     uct_hipower_ep_idle_holder(ep, 0);
+    /* What uct_hipower_ep_rx_move() moves to: no run */
+    ep->rx.granted.slots      = NULL;
+    ep->rx.granted.mr         = NULL;
+    ep->rx.granted.first_slot = 0;
     ep->flags |= UCT_HIPOWER_EP_FLAG_RELEASING;
     uct_hipower_ep_runless(ep, 1);
     ++iface->pool.num_releasing;
@@ -413,6 +417,27 @@ void uct_hipower_ep_rx_reclaim(uct_hipower_ep_t *ep)
     uct_hipower_ep_rx_release(ep);
 }
 
+/*
+ * The current run is drained and every slot of it released (messages are
+ * released before the receive loop moves on): it goes back to the pool and
+ * the granted run -- none, for a release -- becomes the current one
+ */
+static void uct_hipower_ep_rx_move(uct_hipower_ep_t *ep)
+{
+    uint32_t old_count = ep->rx.ring.num_slots;
+
+    uct_hipower_ep_run_free(ep, ep->rx.mr, ep->rx.first_slot, old_count);
+    hipower_rx_ring_switch(&ep->rx.ring, ep->rx.granted.count,
+                           uct_hipower_ep_consumed(ep, ep->rx.epoch + 1));
+    ep->rx.slots         = ep->rx.granted.slots;
+    ep->rx.mr            = ep->rx.granted.mr;
+    ep->rx.first_slot    = ep->rx.granted.first_slot;
+    ep->rx.granted.count = 0;
+    ++ep->rx.epoch;
+    uct_hipower_ep_held_changed(ep, -(int32_t)old_count);
+    uct_hipower_ep_iface(ep)->stats.run_switches++;
+}
+
 /* The release is out and the run request says where the peer's messages
  * in the run end: once they are delivered, the run goes back to the pool.
  * Returns 1 if it went. */
@@ -446,17 +471,9 @@ static int uct_hipower_ep_rx_release_done(uct_hipower_ep_t *ep)
         return 0; /* Its last messages first */
     }
 
-    uct_hipower_ep_run_free(ep, ep->rx.mr, ep->rx.first_slot, old_count);
-    hipower_rx_ring_switch(ring, 0, uct_hipower_ep_consumed(ep,
-                                                            ep->rx.epoch + 1));
-    ep->rx.slots      = NULL;
-    ep->rx.mr         = NULL;
-    ep->rx.first_slot = 0;
-    ep->flags        &= ~UCT_HIPOWER_EP_FLAG_RELEASING;
+    uct_hipower_ep_rx_move(ep);
+    ep->flags &= ~UCT_HIPOWER_EP_FLAG_RELEASING;
     --iface->pool.num_releasing;
-    ++ep->rx.epoch;
-    uct_hipower_ep_held_changed(ep, -(int32_t)old_count);
-    iface->stats.run_switches++;
     /* Still counted without a run; the peer may have asked already */
     uct_hipower_ep_rx_run_req(ep);
     return 1;
@@ -547,16 +564,7 @@ int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)
 
     /* The old run is drained, and every slot of it released (messages are
      * released before the receive loop moves on) */
-    uct_hipower_ep_run_free(ep, ep->rx.mr, ep->rx.first_slot, old_count);
-    hipower_rx_ring_switch(ring, ep->rx.granted.count,
-                           uct_hipower_ep_consumed(ep, ep->rx.epoch + 1));
-    ep->rx.slots         = ep->rx.granted.slots;
-    ep->rx.mr            = ep->rx.granted.mr;
-    ep->rx.first_slot    = ep->rx.granted.first_slot;
-    ep->rx.granted.count = 0;
-    ++ep->rx.epoch;
-    uct_hipower_ep_held_changed(ep, -(int32_t)old_count);
-    iface->stats.run_switches++;
+    uct_hipower_ep_rx_move(ep);
     if (old_count == 0) {
         uct_hipower_ep_runless(ep, 0); /* It has a run again */
     }
