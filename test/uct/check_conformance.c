@@ -26,6 +26,7 @@
 
 #include <hipower_wire.h>
 
+#include <inttypes.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -900,6 +901,91 @@ START_TEST(test_idle_runs_come_back)
 }
 END_TEST
 
+/*
+ * Connection churn over reused receive slots (review C1): rounds of new
+ * endpoint pairs, each carrying a varying number of messages (none to a
+ * ring's worth and more), then destroyed in a random order. The pool hands
+ * the lowest free run out first, so a new endpoint at B sits on slots its
+ * predecessor's peer wrote. Every round's sequence numbers start at a base
+ * of its own: a frame left by an earlier round, delivered as a new
+ * endpoint's message, breaks the order check (and the count), and a real
+ * message lost behind it breaks the count.
+ */
+START_TEST(test_churn_over_reused_slots)
+{
+    enum { ROUNDS = 40, CHURN_PAIRS = 4, MAX_MSGS = 24 };
+    unsigned round, n[CHURN_PAIRS], spins, order[CHURN_PAIRS];
+    uint64_t expect = 0, sent_round;
+    unsigned i, p, q, tmp, left;
+    ucs_status_t status;
+
+    setup_pairs(CHURN_PAIRS);
+    hold_probability = 0;
+    for (round = 0; round < ROUNDS; ++round) {
+        sent_round = 0;
+        for (p = 0; p < CHURN_PAIRS; ++p) {
+            n[p]                  = next_rand() % (MAX_MSGS + 1);
+            pairs[p].next_seq     = (round + 1) * 1000;
+            pairs[p].expected_seq = (round + 1) * 1000;
+            sent_round           += n[p];
+        }
+        /* The pairs' messages interleaved */
+        for (left = 1; left;) {
+            left = 0;
+            for (p = 0; p < CHURN_PAIRS; ++p) {
+                if (pairs[p].next_seq == (round + 1) * 1000 + n[p]) {
+                    continue;
+                }
+                left = 1;
+                status = send_one(&pairs[p], p, 1 + p % (NUM_AM_IDS - 1),
+                                  fit_length(20 + next_rand() % 2000, 1), 1);
+                if (status == UCS_ERR_NO_RESOURCE) {
+                    progress(1, 1);
+                } else {
+                    ck_assert_int_eq(status, UCS_OK);
+                }
+            }
+        }
+        expect += sent_round;
+        for (spins = 0; (received < expect) && (spins < 20000000); ++spins) {
+            progress(1, 1);
+        }
+        /* Stale frames, if any, come right behind the real ones */
+        for (spins = 0; spins < 2000; ++spins) {
+            progress(1, 1);
+        }
+        ck_assert_msg(received == expect, "round %u: %"PRIu64" messages "
+                      "delivered in all, %"PRIu64" sent", round, received,
+                      expect);
+        ck_assert_msg(errors == 0, "round %u: a message out of order or "
+                      "corrupt (an earlier connection's frame?)", round);
+
+        /* Destroyed in a random order, both ends, then connected anew */
+        for (p = 0; p < CHURN_PAIRS; ++p) {
+            order[p] = p;
+        }
+        for (p = CHURN_PAIRS - 1; p > 0; --p) {
+            q        = next_rand() % (p + 1);
+            tmp      = order[p];
+            order[p] = order[q];
+            order[q] = tmp;
+        }
+        for (i = 0; i < CHURN_PAIRS; ++i) {
+            p = order[i];
+            uct_ep_destroy(pairs[p].ep_b);
+            uct_ep_destroy(pairs[p].ep_a);
+        }
+        for (i = 0; i < CHURN_PAIRS; ++i) {
+            connect_pair(&pairs[order[i]]);
+        }
+    }
+    printf("churn: %u rounds of %u new endpoint pairs, %"PRIu64" messages, "
+           "each once and in order\n", ROUNDS, CHURN_PAIRS, expect);
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
 static size_t   align_req, align_off;
 static unsigned misaligned, aligned_desc;
 
@@ -1058,6 +1144,7 @@ void add_conformance_tests(Suite *suite)
     CONFORMANCE_CASE(suite, orderly_close_is_quiet, 600);
     CONFORMANCE_CASE(suite, many_endpoints_default, 600);
     CONFORMANCE_CASE(suite, idle_runs_come_back, 600);
+    CONFORMANCE_CASE(suite, churn_over_reused_slots, 600);
     CONFORMANCE_CASE(suite, am_alignment, 600);
     /* Run under valgrind by the rig test (CK_RUN_CASE=close) */
     CONFORMANCE_CASE(suite, close, 600);

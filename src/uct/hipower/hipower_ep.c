@@ -1019,8 +1019,7 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
     }
 
     ep->rx.first_slot = first;
-    ep->rx.slots      = UCS_PTR_BYTE_OFFSET(iface->arena.base,
-                                            (size_t)first * stride);
+    ep->rx.slots      = uct_hipower_iface_run_clear(iface, first, count);
     hipower_rx_ring_init(&ep->rx.ring, count,
                          uct_hipower_ep_consumed(ep, ep->rx.epoch));
 

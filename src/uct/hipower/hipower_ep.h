@@ -586,6 +586,11 @@ ucs_status_t uct_hipower_ep_tx_run_req(uct_hipower_ep_t *ep);
 /* The no-message frame (hipower_ep_am.c) */
 ucs_status_t uct_hipower_ep_send_none(uct_hipower_ep_t *ep);
 
+/* Clears the marks of the run of @a count slots from @a first, just taken
+ * from the pool, before it is registered for a peer; returns its address */
+void *uct_hipower_iface_run_clear(uct_hipower_iface_t *iface, uint32_t first,
+                                  uint32_t count);
+
 /* Slots were taken from the pool: updates the peak in the statistics */
 void uct_hipower_iface_pool_used(uct_hipower_iface_t *iface);
 

@@ -86,6 +86,28 @@ static void uct_hipower_ep_held_changed(uct_hipower_ep_t *ep, int32_t delta)
     }
 }
 
+void *uct_hipower_iface_run_clear(uct_hipower_iface_t *iface, uint32_t first,
+                                  uint32_t count)
+{
+    const hipower_slot_layout_t *layout = &iface->config.layout;
+    void *slots = UCS_PTR_BYTE_OFFSET(iface->arena.base,
+                                      (size_t)first * layout->stride);
+    uint32_t i;
+
+    /* Every run taken from the pool, whoever takes it and whatever gave it
+     * back (a destroyed endpoint, a switch, a release, a failure): the
+     * earlier owner's trailers must not look new to the next one (its peer
+     * would get another peer's frames as its own, and lose its own behind
+     * them). The run is free, so its registration is gone: no write of the
+     * old peer can land after the clearing. */
+    for (i = 0; i < count; ++i) {
+        *(hipower_slot_trailer_t*)hipower_slot_mark(
+                UCS_PTR_BYTE_OFFSET(slots, (size_t)i * layout->stride),
+                layout) = 0;
+    }
+    return slots;
+}
+
 static void uct_hipower_ep_run_free(uct_hipower_ep_t *ep, struct ibv_mr *mr,
                                     uint32_t first, uint32_t count)
 {
@@ -159,7 +181,7 @@ static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
     const hipower_slot_layout_t *layout = &iface->config.layout;
-    uint32_t first, count, i;
+    uint32_t first, count;
     ucs_status_t status;
     void *slots;
 
@@ -169,14 +191,7 @@ static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
         return 0; /* Free slots too scattered: later, when runs come back */
     }
 
-    /* An earlier owner's trailers must not look new to us */
-    slots = UCS_PTR_BYTE_OFFSET(iface->arena.base,
-                                (size_t)first * layout->stride);
-    for (i = 0; i < count; ++i) {
-        *(hipower_slot_trailer_t*)hipower_slot_mark(
-                UCS_PTR_BYTE_OFFSET(slots, (size_t)i * layout->stride),
-                layout) = 0;
-    }
+    slots = uct_hipower_iface_run_clear(iface, first, count);
     memset(uct_hipower_ep_consumed(ep, ep->rx.epoch + 1), 0,
            UCT_HIPOWER_BITMAP_WORDS * sizeof(hipower_bitmap_word_t));
 
