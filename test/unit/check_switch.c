@@ -162,7 +162,7 @@ static void sw_send(sw_model_t *m, int none)
         ck_assert(hipower_grant_record_valid(m->tx_epoch, m->record_epoch,
                                              m->record_count, SW_POOL));
         if (m->brk == SW_BREAK_RESET_COUNTS) {
-            old_end = m->tx.head;
+            old_end = hipower_tx_ring_taken(&m->tx);
             hipower_tx_ring_init(&m->tx, m->record_count, m->written);
         } else {
             old_end = hipower_tx_ring_switch(&m->tx, m->record_count);
@@ -245,7 +245,7 @@ static void sw_release_check(sw_model_t *m)
         HIPOWER_RUN_REQ_RELEASED) {
         return;
     }
-    remaining = hipower_grant_old_remaining(m->rx.head,
+    remaining = hipower_grant_old_remaining(hipower_rx_ring_taken(&m->rx),
                                             hipower_run_req_old_end(m->run_req),
                                             old_count);
     if (remaining < 0) {
@@ -314,7 +314,7 @@ static void sw_receive(sw_model_t *m)
     }
     ack_word  = hipower_slot_trailer_ack_word(base + m->layout.trailer_offset);
     remaining = (ack_word & HIPOWER_SLOT_ACK_SWITCH) ?
-                hipower_grant_old_remaining(m->rx.head,
+                hipower_grant_old_remaining(hipower_rx_ring_taken(&m->rx),
                                             hipower_slot_ack_old_end(ack_word),
                                             m->rx.num_slots) : -1;
     if (remaining < 0) {
@@ -656,6 +656,64 @@ START_TEST(test_switch_old_remaining)
 }
 END_TEST
 
+/*
+ * A switch (or a release) adopted right after message period - 1 of a run
+ * (review M1): the sender's head rests at the period, the receiver's has
+ * already restarted at 0. For every run size, through the transport's own
+ * ring functions on both sides: the old end the sender reports must leave
+ * the receiver nothing to wait for, and the same one step before the
+ * period (one message still to come).
+ */
+START_TEST(test_switch_at_period)
+{
+    hipower_bitmap_word_t written[HIPOWER_BITMAP_WORDS(4096)];
+    hipower_bitmap_word_t consumed[HIPOWER_BITMAP_WORDS(4096)];
+    hipower_tx_ring_t tx;
+    hipower_rx_ring_t rx;
+    uint32_t n, period, old_end, bad = 0, first_bad = 0, slot;
+    int behind;
+
+    for (n = 1; n <= 4096; ++n) {
+        /* The first multiple of 2n at or past 2^31: where sequences restart */
+        period = (uint32_t)(((HIPOWER_RING_SEQ_PERIOD_BIT + 2ull * n - 1) /
+                             (2ull * n)) * (2ull * n));
+        for (behind = 0; behind <= 1; ++behind) {
+            memset(written, 0, sizeof(written));
+            memset(consumed, 0, sizeof(consumed));
+            hipower_tx_ring_init(&tx, n, written);
+            hipower_rx_ring_init(&rx, n, consumed);
+            /* Both rings just before the period, nothing outstanding */
+            tx.head = tx.tail = period - 2;
+            tx.recycled = 12345;  /* Counts over all runs: any value */
+            rx.head = period - 2;
+            rx.taken = rx.acked = 12345;
+            hipower_tx_ring_take(&tx);
+            /* Acknowledged (room again in a ring of one slot) */
+            ck_assert_uint_eq(hipower_tx_ring_ack(&tx, tx.recycled + 1), 1);
+            hipower_tx_ring_take(&tx);
+            /* The receiver delivered all but @a behind of them */
+            slot = hipower_rx_ring_advance(&rx);
+            hipower_rx_ring_release(&rx, slot);
+            if (!behind) {
+                slot = hipower_rx_ring_advance(&rx);
+                hipower_rx_ring_release(&rx, slot);
+            }
+            old_end = hipower_tx_ring_switch(&tx, 8);
+            if (hipower_grant_old_remaining(hipower_rx_ring_taken(&rx),
+                                            (uint16_t)old_end, n) !=
+                behind) {
+                if (bad++ == 0) {
+                    first_bad = n;
+                }
+            }
+        }
+    }
+    ck_assert_msg(bad == 0, "%u cases of 8192 where a switch at the period "
+                  "leaves the receiver waiting or failing (first: a run of "
+                  "%u slots)", bad, first_bad);
+}
+END_TEST
+
 Suite *hipower_switch_suite(void)
 {
     Suite *s  = suite_create("switch");
@@ -663,6 +721,7 @@ Suite *hipower_switch_suite(void)
 
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_switch_old_remaining);
+    tcase_add_test(tc, test_switch_at_period);
     tcase_add_test(tc, test_switch_model);
     tcase_add_test(tc, test_switch_model_detects_reset_counts);
     tcase_add_test(tc, test_switch_model_detects_stale_consumed_bits);

@@ -469,15 +469,16 @@ static int uct_hipower_ep_rx_release_done(uct_hipower_ep_t *ep)
         return 0; /* The peer has not adopted the release yet */
     }
 
-    remaining = hipower_grant_old_remaining(ring->head,
+    remaining = hipower_grant_old_remaining(hipower_rx_ring_taken(ring),
                                             hipower_run_req_old_end(req),
                                             old_count);
     if (ucs_unlikely(remaining < 0)) {
         ucs_error(UCT_HIPOWER_EP_FMT ": the peer says its messages in the run "
-                  "it gave back end at sequence %u, but %u is next there and "
-                  "the run holds %u: broken or hostile peer",
-                  UCT_HIPOWER_EP_ARG(ep), hipower_run_req_old_end(req),
-                  ring->head, old_count);
+                  "it gave back end at its message %u (mod 2^16), but %u "
+                  "were delivered and the run holds %u: broken or hostile "
+                  "peer", UCT_HIPOWER_EP_ARG(ep),
+                  hipower_run_req_old_end(req),
+                  hipower_rx_ring_taken(ring), old_count);
         iface->stats.bad_slots++;
         uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
         return 0;
@@ -558,17 +559,18 @@ int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)
                     UCS_PTR_BYTE_OFFSET(ep->rx.granted.slots,
                                         layout->trailer_offset));
     remaining = (ack_word & HIPOWER_SLOT_ACK_SWITCH) ?
-                hipower_grant_old_remaining(ring->head,
+                hipower_grant_old_remaining(hipower_rx_ring_taken(ring),
                                             hipower_slot_ack_old_end(ack_word),
                                             old_count) : -1;
     if (ucs_unlikely(remaining < 0)) {
         ucs_error(UCT_HIPOWER_EP_FMT ": the peer's first message in its new "
-                  "run of %u slots says its old run ends at sequence %u "
-                  "(switch flag %d), but %u is next there and the run holds "
-                  "%u: broken or hostile peer", UCT_HIPOWER_EP_ARG(ep),
-                  ep->rx.granted.count, hipower_slot_ack_old_end(ack_word),
-                  !!(ack_word & HIPOWER_SLOT_ACK_SWITCH), ring->head,
-                  old_count);
+                  "run of %u slots says its old run ends at its message %u "
+                  "(mod 2^16, switch flag %d), but %u were delivered and the "
+                  "run holds %u: broken or hostile peer",
+                  UCT_HIPOWER_EP_ARG(ep), ep->rx.granted.count,
+                  hipower_slot_ack_old_end(ack_word),
+                  !!(ack_word & HIPOWER_SLOT_ACK_SWITCH),
+                  hipower_rx_ring_taken(ring), old_count);
         iface->stats.bad_slots++;
         uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
         return 0;

@@ -317,18 +317,20 @@ hipower_grant_decide(uint32_t cur_count, uint32_t fair, int wants, int idle,
 /**
  * The transport's receiver (self mode) switches runs only once the old run
  * is drained, so it never delivers from two runs at once: the granted
- * run's first message is there and says the sender's messages in the old
- * run end before sequence @a old_end (its low 16 bits); the receiver
- * expects sequence @a head next in the old run of @a num_slots. Returns how
- * many old-run messages are still to come (0: switch now), or -1 for a
- * count the old run could not hold (a broken or hostile peer: the endpoint
- * fails). 16 bits are enough: at most @a num_slots <= 4096 can be
- * outstanding.
+ * run's first message (or, after a release, the run request word) is
+ * there and says the sender had taken @a old_end messages in all (over
+ * every run, mod 2^16, hipower_tx_ring_switch()) when it left the old run
+ * of @a num_slots; the receiver has delivered @a delivered in all
+ * (hipower_rx_ring_taken()). Returns how many old-run messages are still
+ * to come (0: switch now), or -1 for a count the old run could not hold (a
+ * broken or hostile peer: the endpoint fails). 16 bits are enough: at most
+ * @a num_slots <= 4096 can be outstanding.
  */
-static inline int hipower_grant_old_remaining(uint32_t head, uint16_t old_end,
+static inline int hipower_grant_old_remaining(uint32_t delivered,
+                                              uint16_t old_end,
                                               uint32_t num_slots)
 {
-    uint32_t remaining = (uint16_t)(old_end - (uint16_t)head);
+    uint32_t remaining = (uint16_t)(old_end - (uint16_t)delivered);
 
     return (remaining > num_slots) ? -1 : (int)remaining;
 }

@@ -166,8 +166,14 @@ static inline uint32_t hipower_tx_ring_ack(hipower_tx_ring_t *ring,
 /**
  * The sender adopts a new run of @a num_slots (docs/protocol.md, 9.2): its
  * next message is sequence 0 there, and the old run is never written
- * again. Returns where its messages in the old run end (the sequence of
- * the next one), which the first message of the new run carries. Messages
+ * again. Returns where its messages in the old run end, as the count of
+ * messages taken over all runs (mod 2^32), which the first message of the
+ * new run carries (its low 16 bits); the receiver compares it with its own
+ * count of messages delivered (hipower_rx_ring_taken()). Not the sequence
+ * number: the sender restarts sequences at the period lazily, at its next
+ * take, the receiver at once, so around the period the two disagree by
+ * the period, whose low 16 bits are not 0 for most run sizes; counts never
+ * restart (2^32 is a multiple of 2^16). Messages
  * still outstanding in the old run never come back through this ring, so
  * they count as recycled: the receiver's acknowledgements count messages
  * over all runs, and one that covers only old-run messages frees nothing
@@ -179,9 +185,9 @@ static inline uint32_t hipower_tx_ring_ack(hipower_tx_ring_t *ring,
 static inline uint32_t hipower_tx_ring_switch(hipower_tx_ring_t *ring,
                                               uint32_t num_slots)
 {
-    uint32_t old_end = ring->head;
+    uint32_t old_end = hipower_tx_ring_taken(ring);
 
-    ring->recycled  = hipower_tx_ring_taken(ring);
+    ring->recycled  = old_end;
     ring->num_slots = num_slots;
     ring->head      = 0;
     ring->tail      = 0;
