@@ -25,6 +25,8 @@
 #include "fixture.h"
 
 #include <hipower_wire.h>
+#include <hipower_slot.h>
+#include <hipower_bitmap.h>
 
 #include <inttypes.h>
 #include <time.h>
@@ -502,14 +504,72 @@ static void raw_write(uct_ep_h ep, uint64_t addr, uint32_t rkey,
     ck_assert_int_eq(ret, length);
 }
 
+/* The control words a peer may write (uct_hipower_ep_ctrl_t, from
+ * written_view up to run_req's end): the written bitmap view, the sleep
+ * and state words, the grant record and the run request word */
+#define HOSTILE_CTRL_WRITABLE  (512 + 8 + 8 + 24 + 8)
+
 /*
  * A hostile peer: A writes garbage over every one of its slots at B and
- * over the control words it may write, while B keeps messages it got
+ * over every control word it may write (bitmap view, sleep and state
+ * words, grant record, run request), while B keeps messages it got
  * (HOLD_SLOTS=y) and B's second endpoint carries traffic. The kept
  * messages stay intact and release cleanly (no pointer of B's lives where
- * A writes), B rejects what A scribbled and drops only A's messages, and
- * the other endpoint is untouched.
+ * A writes), B never delivers what A scribbled, and the other endpoint is
+ * untouched. Then (self mode) A writes a frame for B's next message whose
+ * key is right and whose length no slot holds: B's endpoint fails through
+ * the error handler (UCS_ERR_IO_ERROR) instead of dropping such frames
+ * one error line each for ever (review M6), and the other endpoint still
+ * carries traffic.
  */
+/* Self mode: A writes the trailer of B's message @a seq + 1, with the
+ * right key and a length longer than a slot, then sends message @a seq
+ * (which wakes B's endpoint if it went idle). B's endpoint for pair 0
+ * must deliver that one, then fail, once, and pair 1 must go on. */
+static void hostile_bad_frame(const uct_hipower_ep_addr_t *addr, uint32_t seq)
+{
+    uint8_t trailer[16];
+    unsigned spins, i;
+
+    hipower_slot_trailer_store(trailer, 1, addr->slot_stride, seq + 1, 0);
+    raw_write(pairs[0].ep_a, addr->slots_addr +
+              (uint64_t)((seq + 1) % addr->num_slots) * addr->slot_stride +
+              addr->trailer_offset, addr->slots_rkey, trailer,
+              sizeof(trailer));
+    flush_all();
+    ck_assert_uint_eq(pairs[0].next_seq, seq);
+    received = 0;
+    while (send_one(&pairs[0], 0, 1, 64, 1) == UCS_ERR_NO_RESOURCE) {
+        progress(1, 1);
+    }
+    flush_all();
+    for (spins = 0; (ep_errors_b == 0) && (spins < 2000000); ++spins) {
+        progress(0, 1);
+    }
+    ck_assert_msg(ep_errors_b == 1, "B's endpoint of a peer that wrote a "
+                  "frame of %u bytes got %u error callbacks",
+                  addr->slot_stride, ep_errors_b);
+    ck_assert_int_eq(ep_error_status_b, UCS_ERR_IO_ERROR);
+    ck_assert_uint_eq(received, 1);
+    printf("hostile peer: a frame too long for its slot failed its "
+           "endpoint (%s)\n", ucs_status_string(ep_error_status_b));
+
+    /* The other endpoint goes on */
+    received = 0;
+    for (i = 0; i < 50; ++i) {
+        while (send_one(&pairs[1], 1, 1, 64, 1) == UCS_ERR_NO_RESOURCE) {
+            progress(1, 1);
+        }
+    }
+    flush_all();
+    for (spins = 0; (received < 50) && (spins < 20000000); ++spins) {
+        progress(1, 1);
+    }
+    ck_assert_uint_eq(received, 50);
+    ck_assert_uint_eq(ep_errors_b, 1);
+    ck_assert_int_eq(errors, 0);
+}
+
 START_TEST(test_hostile_peer_scribbles)
 {
     uct_hipower_ep_addr_t addr;
@@ -547,12 +607,13 @@ START_TEST(test_hostile_peer_scribbles)
         raw_write(pairs[0].ep_a, addr.slots_addr + off, addr.slots_rkey,
                   garbage, chunk);
     }
-    /* The written-bitmap view and the words after it: every bit set */
+    /* The written-bitmap view and every word after it that A may write */
     raw_write(pairs[0].ep_a, addr.ctrl_write_addr, addr.ctrl_write_rkey,
-              garbage, 528);
+              garbage, HOSTILE_CTRL_WRITABLE);
     flush_all();
-    printf("hostile peer: %zu bytes of slots and 528 of control words "
-           "scribbled, %u messages held\n", total, held_before);
+    printf("hostile peer: %zu bytes of slots and %d of control words "
+           "scribbled, %u messages held\n", total, HOSTILE_CTRL_WRITABLE,
+           held_before);
 
     /* B goes on: it may reject garbage, never crash or hurt the others */
     for (spins = 0; spins < 200000; ++spins) {
@@ -579,6 +640,11 @@ START_TEST(test_hostile_peer_scribbles)
     ck_assert_uint_eq(received, 200);
     free_zbufs();
     ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(ep_errors_b, 0);
+
+    if (!strcmp(getenv("UCX_HIPOWER_NOTIFY") ? : "self", "self")) {
+        hostile_bad_frame(&addr, 16);
+    }
     teardown_pairs();
 }
 END_TEST
@@ -902,6 +968,59 @@ START_TEST(test_idle_runs_come_back)
 END_TEST
 
 /*
+ * Push mode when a device places the bitmap's write before the frame's
+ * trailer (review H3: RC orders the execution of writes, not the moment
+ * their bytes become visible): B's view of the written bitmap says message
+ * 16 is there before its frame is. B must wait for the trailer, not drop
+ * the message (and then lose the real one behind its head): nothing is
+ * delivered until the frame comes, then it and those after it are, once
+ * each and in order. Endpoints stay active (IDLE_TIME=inf) so that B
+ * looks at the bitmap it was written without a wake-up.
+ */
+START_TEST(test_push_waits_for_trailer)
+{
+    uct_hipower_ep_addr_t addr;
+    hipower_bitmap_word_t word;
+    unsigned i, spins;
+
+    if (strcmp(getenv("UCX_HIPOWER_NOTIFY") ? : "self", "push")) {
+        printf("push waits for the trailer: push mode only\n");
+        return;
+    }
+    setenv("UCX_HIPOWER_IDLE_TIME", "inf", 1);
+    setup_pairs(1);
+    hold_probability = 0;
+    for (i = 0; i < 16; ++i) {
+        ck_assert_msg(deliver_one(0, 5000), "message %u not delivered", i);
+    }
+    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_b,
+                                        (uct_ep_addr_t*)&addr), UCS_OK);
+    ck_assert_uint_ge(addr.num_slots, 17);
+    /* The first word of B's view of A's written bitmap: slots 0-16 in their
+     * first lap, i.e. message 16 written */
+    word = ((hipower_bitmap_word_t)1 << 17) - 1;
+    raw_write(pairs[0].ep_a, addr.ctrl_write_addr, addr.ctrl_write_rkey,
+              &word, sizeof(word));
+    flush_all();
+    for (spins = 0; spins < 200000; ++spins) {
+        progress(0, 1);
+    }
+    ck_assert_msg(received == 16, "%"PRIu64" messages delivered with message "
+                  "16's bit set and its frame not there", received);
+    for (i = 16; i < 40; ++i) {
+        ck_assert_msg(deliver_one(0, 5000), "message %u not delivered (the "
+                      "receiver went past it before its frame came?)", i);
+    }
+    ck_assert_uint_eq(received, 40);
+    ck_assert_int_eq(errors, 0);
+    printf("push waits for the trailer: message 16 delivered once its frame "
+           "came, 40 in order\n");
+    teardown_pairs();
+    unsetenv("UCX_HIPOWER_IDLE_TIME");
+}
+END_TEST
+
+/*
  * Connection churn over reused receive slots (review C1): rounds of new
  * endpoint pairs, each carrying a varying number of messages (none to a
  * ring's worth and more), then destroyed in a random order. The pool hands
@@ -1145,6 +1264,7 @@ void add_conformance_tests(Suite *suite)
     CONFORMANCE_CASE(suite, many_endpoints_default, 600);
     CONFORMANCE_CASE(suite, idle_runs_come_back, 600);
     CONFORMANCE_CASE(suite, churn_over_reused_slots, 600);
+    CONFORMANCE_CASE(suite, push_waits_for_trailer, 600);
     CONFORMANCE_CASE(suite, am_alignment, 600);
     /* Run under valgrind by the rig test (CK_RUN_CASE=close) */
     CONFORMANCE_CASE(suite, close, 600);

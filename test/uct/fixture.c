@@ -39,6 +39,8 @@ zbuf_t  zbufs[ZCOPY_BUFS];
 static unsigned rand_state = 12345;
 unsigned ep_errors_a;        /* Interface A's error handler calls */
 ucs_status_t ep_error_status;
+unsigned ep_errors_b;        /* Interface B's error handler calls */
+ucs_status_t ep_error_status_b;
 
 unsigned next_rand(void)
 {
@@ -150,6 +152,9 @@ ucs_status_t ep_error_handler(void *arg, uct_ep_h ep,
     if (arg == &side_a) {
         ++ep_errors_a;
         ep_error_status = status;
+    } else if (arg == &side_b) {
+        ++ep_errors_b;
+        ep_error_status_b = status;
     }
     return UCS_OK;
 }
@@ -304,6 +309,7 @@ void setup_pairs(int n)
     num_held = 0;
     errors   = 0;
     ep_errors_a = 0;
+    ep_errors_b = 0;
     received = rx_bytes = desc_offered = 0;
 }
 

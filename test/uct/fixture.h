@@ -107,6 +107,8 @@ extern uint64_t       received, rx_bytes;
 extern zbuf_t         zbufs[ZCOPY_BUFS];
 extern unsigned       ep_errors_a;    /* Interface A's error handler calls */
 extern ucs_status_t   ep_error_status;
+extern unsigned       ep_errors_b;    /* Interface B's error handler calls */
+extern ucs_status_t   ep_error_status_b;
 
 ucs_status_t fixture_config_modify(void *config, const char *name,
                                    const char *value);

@@ -57,7 +57,11 @@ enum {
     /* Sender: tx.run_req is still to be written (no room at the time) */
     UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE    = UCS_BIT(20),
     /* Receiver: idle and holding a run: in iface->pool.idle_holders */
-    UCT_HIPOWER_EP_FLAG_IDLE_HOLDER    = UCS_BIT(21)
+    UCT_HIPOWER_EP_FLAG_IDLE_HOLDER    = UCS_BIT(21),
+    /* Receiver: the peer wrote a frame no honest peer writes (its key
+     * matched, its length or AM id did not fit): the endpoint fails at the
+     * end of this progress call, and nothing more of the peer is read */
+    UCT_HIPOWER_EP_FLAG_BAD_FRAME      = UCS_BIT(22)
 };
 
 

@@ -158,7 +158,14 @@ static UCS_F_NOINLINE void uct_hipower_ep_rx_none(uct_hipower_ep_t *ep,
     uct_hipower_ep_iface(ep)->stats.rx_none++;
 }
 
-/* Reports and counts a rejected trailer (hipower_slot_trailer_reject()) */
+/*
+ * Reports and counts a rejected trailer (hipower_slot_trailer_reject()).
+ * Its key matched, so the peer wrote it for this very message, and no
+ * honest peer writes a length or AM id the receiver's address does not
+ * allow: the endpoint fails (uct_hipower_ep_progress(), once this receive
+ * loop is over), with one log line, rather than dropping such frames one
+ * error line each for as long as the peer likes.
+ */
 static UCS_F_NOINLINE void
 uct_hipower_ep_rx_bad_slot(uct_hipower_ep_t *ep, hipower_slot_trailer_t trailer,
                            uint32_t seq, uint32_t slot)
@@ -168,9 +175,11 @@ uct_hipower_ep_rx_bad_slot(uct_hipower_ep_t *ep, hipower_slot_trailer_t trailer,
 
     hipower_slot_trailer_reject(trailer, iface->config.max_payload, seq,
                                 UCT_AM_ID_MAX, &reason);
-    ucs_error(UCT_HIPOWER_EP_FMT ": dropping message %u in slot %u from the "
-              "peer: %s", UCT_HIPOWER_EP_ARG(ep), seq, slot, reason);
+    ucs_error(UCT_HIPOWER_EP_FMT ": message %u in slot %u from the peer: "
+              "%s; a broken or hostile peer, the endpoint fails",
+              UCT_HIPOWER_EP_ARG(ep), seq, slot, reason);
     iface->stats.bad_slots++;
+    ep->flags |= UCT_HIPOWER_EP_FLAG_BAD_FRAME;
 }
 
 /*
@@ -221,10 +230,15 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
         slot      = hipower_ring_slot(num_slots, seq);
         slot_base = slots + (size_t)slot * layout.stride;
         trailer   = *hipower_slot_mark(slot_base, &layout);
+        if (!hipower_slot_trailer_is(trailer, seq)) {
+            /* Self mode: not there yet. Push and pull: the bitmap says the
+             * message is there, but its trailer has not landed (a device
+             * may place a write's packets, or two writes, out of order):
+             * it will, so wait for it rather than drop the message. A
+             * peer that sets bits and never writes stalls only itself. */
+            break;
+        }
         if (self) {
-            if (!hipower_slot_trailer_is(trailer, seq)) {
-                break;
-            }
             /* The trailer came last: now the data may be read */
             ucs_memory_cpu_load_fence();
         }
@@ -256,6 +270,9 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
                 ucs_mpool_put_inline(elem);
             }
             hipower_rx_ring_release(ring, slot);
+            if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
+                return i + 1; /* Nothing more of this peer */
+            }
             continue;
         }
 
@@ -364,6 +381,9 @@ static unsigned uct_hipower_ep_rx_progress_self(uct_hipower_ep_t *ep)
             uct_hipower_ep_rx_none(ep, slot_base + layout.trailer_offset);
         } else {
             uct_hipower_ep_rx_bad_slot(ep, trailer, seq + i, slot);
+            hipower_rx_ring_consume(ring, slot);
+            ++i; /* Nothing more of this peer */
+            break;
         }
         hipower_rx_ring_consume(ring, slot);
 
