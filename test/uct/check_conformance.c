@@ -1105,6 +1105,73 @@ START_TEST(test_churn_over_reused_slots)
 }
 END_TEST
 
+/*
+ * A peer that stops calling progress must not pin the shared pool (review
+ * H1): peers on a third interface C, which never calls progress, hold runs
+ * at B and go idle; an endpoint from A starts without a run and asks. B
+ * takes an idle run back from C's endpoint with a release, which C never
+ * adopts. Past UCX_HIPOWER_GRANT_TIMEOUT, that endpoint of B's fails with
+ * UCS_ERR_ENDPOINT_TIMEOUT (through the error handler, once), its runs go
+ * back, and A's message arrives; A's other endpoint is untouched.
+ */
+START_TEST(test_stopped_peer_pins_nothing)
+{
+    side_t side_c;
+    char dev_c[64];
+    double start, waited;
+    int p;
+
+    if (strcmp(getenv("UCX_HIPOWER_NOTIFY") ? : "self", "self")) {
+        printf("stopped peer: runs are fixed in this mode\n");
+        return;
+    }
+
+    setenv("UCX_HIPOWER_SLOT_SIZE", "8192", 1);
+    setenv("UCX_HIPOWER_MEM_BUDGET", "512k", 1);
+    setenv("UCX_HIPOWER_SLOTS", "16", 1);
+    setenv("UCX_HIPOWER_MIN_SLOTS", "8", 1);
+    setenv("UCX_HIPOWER_MAX_EPS", "1", 1);
+    setenv("UCX_HIPOWER_GRANT_TIMEOUT", "1s", 1);
+    setup_pairs(0);
+    memset(&side_c, 0, sizeof(side_c));
+    snprintf(dev_c, sizeof(dev_c), "%s", side_a.dev);
+    dev_c[strcspn(dev_c, ":")] = '\0'; /* "rxe0:1": the device, no port */
+    open_side(&side_c, dev_c);
+    hold_probability = 0;
+    /* Pairs 0-2 from C: a message each, then C never progresses again */
+    num_pairs = 5;
+    for (p = 0; p < 3; ++p) {
+        connect_pair_from(&pairs[p], &side_c);
+        ck_assert_uint_eq(b_slots(p), 16);
+        ck_assert_msg(deliver_one(p, 5000), "pair %d: no message", p);
+    }
+    progress_for_ms(200); /* A and B only: C's endpoints at B go idle */
+    connect_pair(&pairs[3]);
+    connect_pair(&pairs[4]);
+    ck_assert_uint_eq(b_slots(4), 0);
+    start = now_sec();
+    ck_assert_msg(deliver_one(4, 15000), "an endpoint without a run got "
+                  "none while a stopped peer held the pool");
+    waited = now_sec() - start;
+    printf("stopped peer: a run came back after %.1f s (GRANT_TIMEOUT 1 s), "
+           "%u endpoint failed with %s\n", waited, ep_errors_b,
+           ucs_status_string(ep_error_status_b));
+    ck_assert_uint_eq(ep_errors_b, 1);
+    ck_assert_int_eq(ep_error_status_b, UCS_ERR_ENDPOINT_TIMEOUT);
+    ck_assert_msg(deliver_one(3, 5000), "pair 3: no message");
+    ck_assert_msg(deliver_one(4, 5000), "pair 4: no second message");
+    ck_assert_uint_eq(ep_errors_b, 1);
+    ck_assert_int_eq(errors, 0);
+    for (p = 0; p < 3; ++p) {
+        uct_ep_destroy(pairs[p].ep_a);
+        uct_ep_destroy(pairs[p].ep_b);
+        pairs[p].ep_a = pairs[p].ep_b = NULL;
+    }
+    close_side(&side_c);
+    teardown_pairs();
+}
+END_TEST
+
 static size_t   align_req, align_off;
 static unsigned misaligned, aligned_desc;
 
@@ -1265,6 +1332,7 @@ void add_conformance_tests(Suite *suite)
     CONFORMANCE_CASE(suite, idle_runs_come_back, 600);
     CONFORMANCE_CASE(suite, churn_over_reused_slots, 600);
     CONFORMANCE_CASE(suite, push_waits_for_trailer, 600);
+    CONFORMANCE_CASE(suite, stopped_peer_pins_nothing, 600);
     CONFORMANCE_CASE(suite, am_alignment, 600);
     /* Run under valgrind by the rig test (CK_RUN_CASE=close) */
     CONFORMANCE_CASE(suite, close, 600);

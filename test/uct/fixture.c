@@ -256,29 +256,34 @@ void close_side(side_t *side)
     free(side->dev_addr);
 }
 
-void connect_pair(pair_t *pair)
+void connect_pair_from(pair_t *pair, side_t *from)
 {
     uct_ep_params_t params;
     void *addr_a, *addr_b;
 
     params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
-    params.iface      = side_a.iface;
+    params.iface      = from->iface;
     ck_assert_int_eq(uct_ep_create(&params, &pair->ep_a), UCS_OK);
     params.iface      = side_b.iface;
     ck_assert_int_eq(uct_ep_create(&params, &pair->ep_b), UCS_OK);
 
-    addr_a = malloc(side_a.attr.ep_addr_len);
+    addr_a = malloc(from->attr.ep_addr_len);
     addr_b = malloc(side_b.attr.ep_addr_len);
     ck_assert_int_eq(uct_ep_get_address(pair->ep_a, addr_a), UCS_OK);
     ck_assert_int_eq(uct_ep_get_address(pair->ep_b, addr_b), UCS_OK);
     ck_assert_int_eq(uct_ep_connect_to_ep(pair->ep_a, side_b.dev_addr, addr_b),
                      UCS_OK);
-    ck_assert_int_eq(uct_ep_connect_to_ep(pair->ep_b, side_a.dev_addr, addr_a),
+    ck_assert_int_eq(uct_ep_connect_to_ep(pair->ep_b, from->dev_addr, addr_a),
                      UCS_OK);
     free(addr_a);
     free(addr_b);
     pair->next_seq     = 0;
     pair->expected_seq = 0;
+}
+
+void connect_pair(pair_t *pair)
+{
+    connect_pair_from(pair, &side_a);
 }
 
 void setup_pairs(int n)

@@ -61,7 +61,9 @@ enum {
     /* Receiver: the peer wrote a frame no honest peer writes (its key
      * matched, its length or AM id did not fit): the endpoint fails at the
      * end of this progress call, and nothing more of the peer is read */
-    UCT_HIPOWER_EP_FLAG_BAD_FRAME      = UCS_BIT(22)
+    UCT_HIPOWER_EP_FLAG_BAD_FRAME      = UCS_BIT(22),
+    /* Receiver: a grant or a release is out, in iface->pool.granting */
+    UCT_HIPOWER_EP_FLAG_GRANT_OUT      = UCS_BIT(23)
 };
 
 
@@ -108,6 +110,8 @@ typedef struct uct_hipower_ep {
         int                      wants;        /* The peer's run was full */
         ucs_list_link_t          wait_list;    /* In iface->pool.waiters */
         ucs_list_link_t          holder_list;  /* In pool.idle_holders */
+        ucs_list_link_t          grant_list;   /* In pool.granting */
+        ucs_time_t               grant_deadline; /* Of the grant out */
         struct {                               /* Granted, not yet adopted */
             void                 *slots;
             struct ibv_mr        *mr;
@@ -561,6 +565,10 @@ void uct_hipower_ep_rx_run_req(uct_hipower_ep_t *ep);
 /* Receiver: grants runs to endpoints that asked while none was free, in
  * the order they asked, as long as the pool has runs */
 void uct_hipower_iface_serve_waiters(uct_hipower_iface_t *iface);
+
+/* Receiver: fails the endpoint whose grant or release has been out
+ * longer than UCX_HIPOWER_GRANT_TIMEOUT, and returns its runs */
+void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface);
 
 /* Receiver: the endpoint goes (destroyed): no more a waiter, no more
  * counted without a run */

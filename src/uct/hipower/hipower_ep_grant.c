@@ -136,6 +136,23 @@ void uct_hipower_ep_free_runs(uct_hipower_ep_t *ep)
     }
 }
 
+/* A grant or a release went out (@a out), or was adopted or abandoned:
+ * its deadline (UCX_HIPOWER_GRANT_TIMEOUT) runs from now */
+static void uct_hipower_ep_grant_out(uct_hipower_ep_t *ep, int out)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    if (out && (iface->config.grant_timeout != UCS_TIME_INFINITY)) {
+        ucs_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_GRANT_OUT));
+        ep->rx.grant_deadline = ucs_get_time() + iface->config.grant_timeout;
+        ucs_list_add_tail(&iface->pool.granting, &ep->rx.grant_list);
+        ep->flags |= UCT_HIPOWER_EP_FLAG_GRANT_OUT;
+    } else if (!out && (ep->flags & UCT_HIPOWER_EP_FLAG_GRANT_OUT)) {
+        ucs_list_del(&ep->rx.grant_list);
+        ep->flags &= ~UCT_HIPOWER_EP_FLAG_GRANT_OUT;
+    }
+}
+
 /*
  * The grant record, one inline write into the peer's control words: it
  * fits one packet, so its epoch, the last word, lands last. It wakes the
@@ -217,6 +234,7 @@ static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
     }
 
     uct_hipower_ep_held_changed(ep, count);
+    uct_hipower_ep_grant_out(ep, 1);
     iface->stats.grants++;
     iface->stats.rdma_writes++;
     uct_hipower_iface_pool_used(iface);
@@ -277,6 +295,7 @@ void uct_hipower_ep_rx_release_abandon(uct_hipower_ep_t *ep)
 
 void uct_hipower_ep_rx_runs_cleanup(uct_hipower_ep_t *ep)
 {
+    uct_hipower_ep_grant_out(ep, 0);
     uct_hipower_ep_idle_holder(ep, 0);
     uct_hipower_ep_rx_release_abandon(ep);
     if (ep->rx.ring.num_slots == 0) {
@@ -359,6 +378,7 @@ static int uct_hipower_ep_rx_release(uct_hipower_ep_t *ep)
     ep->rx.granted.mr         = NULL;
     ep->rx.granted.first_slot = 0;
     ep->flags |= UCT_HIPOWER_EP_FLAG_RELEASING;
+    uct_hipower_ep_grant_out(ep, 1);
     uct_hipower_ep_runless(ep, 1);
     ++iface->pool.num_releasing;
     iface->stats.reclaims++;
@@ -383,11 +403,49 @@ static void uct_hipower_iface_reclaim_idle(uct_hipower_iface_t *iface)
         if (iface->pool.num_releasing >= iface->pool.num_waiting) {
             return;
         }
-        /* Unlisted either way: one that cannot take a release now (its
-         * peer not known to be ready) is listed again when it next idles */
-        uct_hipower_ep_idle_holder(ep, 0);
+        /* One that cannot take a release now (its peer not known to be
+         * ready, no room, a grant out) stays listed, in its place: it may
+         * never go idle again to be listed anew (review M3) */
         uct_hipower_ep_rx_release(ep);
     }
+}
+
+void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface)
+{
+    uct_hipower_ep_t *ep = ucs_list_head(&iface->pool.granting,
+                                         uct_hipower_ep_t, rx.grant_list);
+    uint32_t held;
+
+    if (ucs_likely((int64_t)(ucs_get_time() - ep->rx.grant_deadline) < 0)) {
+        return;
+    }
+
+    held = uct_hipower_ep_rx_held(ep);
+    ucs_error(UCT_HIPOWER_EP_FMT ": the peer did not %s within "
+              "UCX_HIPOWER_GRANT_TIMEOUT=%.1fs (it stopped calling progress, "
+              "or is broken or hostile): its endpoint fails, its %u slots go "
+              "back to the pool", UCT_HIPOWER_EP_ARG(ep),
+              (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) ?
+              "give back the run it was asked to release" :
+              "adopt the run it was granted and end its old one",
+              ucs_time_to_sec(iface->config.grant_timeout), held);
+    iface->stats.grant_timeouts++;
+
+    /* Its runs go back first (deregistered: a late write of the peer's
+     * fails its own connection), then the endpoint fails */
+    uct_hipower_ep_grant_out(ep, 0);
+    uct_hipower_ep_idle_holder(ep, 0);
+    uct_hipower_ep_held_changed(ep, -(int32_t)held);
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) {
+        /* Counted without a run already; the release is over */
+        ep->flags &= ~UCT_HIPOWER_EP_FLAG_RELEASING;
+        --iface->pool.num_releasing;
+    } else if (ep->rx.ring.num_slots > 0) {
+        uct_hipower_ep_runless(ep, 1); /* Destroy counts it out */
+    }
+    uct_hipower_ep_free_runs(ep);
+    uct_hipower_iface_pool_update(iface);
+    uct_hipower_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
 }
 
 void uct_hipower_iface_serve_waiters(uct_hipower_iface_t *iface)
@@ -449,6 +507,7 @@ static void uct_hipower_ep_rx_move(uct_hipower_ep_t *ep)
     ep->rx.first_slot    = ep->rx.granted.first_slot;
     ep->rx.granted.count = 0;
     ++ep->rx.epoch;
+    uct_hipower_ep_grant_out(ep, 0); /* Adopted, and the old run drained */
     uct_hipower_ep_held_changed(ep, -(int32_t)old_count);
     uct_hipower_ep_iface(ep)->stats.run_switches++;
 }

@@ -103,6 +103,20 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      ucs_offsetof(uct_hipower_iface_config_t, idle_time),
      UCS_CONFIG_TYPE_TIME_UNITS},
 
+    {"GRANT_TIMEOUT", "30s",
+     "With SHARED_POOL: how long a peer has to adopt a run it was granted, or\n"
+     "to give back one it was asked to release, and to finish its messages in\n"
+     "the old run. Until then both runs stay out of the pool, and peers that\n"
+     "wait for a run may wait behind it. Past it, that peer's endpoint fails\n"
+     "with UCS_ERR_ENDPOINT_TIMEOUT and its runs go back to the pool (a late\n"
+     "write of the peer's then fails its own connection). A peer that does\n"
+     "not call progress for longer while the pool is short is taken for\n"
+     "dead: raise it for applications that compute that long without\n"
+     "communicating, or give the pool more memory (MEM_BUDGET). 'inf': no\n"
+     "deadline.",
+     ucs_offsetof(uct_hipower_iface_config_t, grant_timeout),
+     UCS_CONFIG_TYPE_TIME_UNITS},
+
     {"MEM_BUDGET", "32m",
      "Pre-registered memory per interface from which all endpoints' receive\n"
      "slots are carved (the paper's QoS bound on pinned memory).",
@@ -565,6 +579,9 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
         count += uct_hipower_iface_progress_events(iface);
     }
 
+    if (ucs_unlikely(!ucs_list_is_empty(&iface->pool.granting))) {
+        uct_hipower_iface_grant_deadline(iface);
+    }
     if (ucs_unlikely(!ucs_list_is_empty(&iface->pool.waiters))) {
         uct_hipower_iface_serve_waiters(iface);
     }
@@ -856,6 +873,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->config.rnr_retry_count   = config->rnr_retry_count;
     self->config.overhead          = config->overhead;
     self->config.idle_time         = config->idle_time;
+    self->config.grant_timeout     = config->grant_timeout;
     /* Demotion needs the peer to wake us with its announcing write: self
      * and push modes, every message announced by its send call */
     self->config.demote            = (config->notify !=
@@ -980,6 +998,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->pool.num_releasing  = 0;
     ucs_list_head_init(&self->pool.idle_holders);
     ucs_list_head_init(&self->pool.waiters);
+    ucs_list_head_init(&self->pool.granting);
     uct_hipower_iface_pool_update(self);
     /* Page-aligned and registered: whole pages are pinned */
     self->stats.ep_ctrl_bytes = ucs_align_up(sizeof(uct_hipower_ep_ctrl_t),

@@ -87,6 +87,7 @@ typedef struct uct_hipower_iface_config {
     unsigned                     rnr_retry_count;
     double                       overhead;
     ucs_time_t                   idle_time;
+    ucs_time_t                   grant_timeout;
     uct_iface_mpool_config_t     tx_mp;
 } uct_hipower_iface_config_t;
 
@@ -214,6 +215,7 @@ typedef struct uct_hipower_iface {
         int                      atomics;      /* Device does RC atomics */
         double                   overhead;
         ucs_time_t               idle_time;    /* Demote after this quiet */
+        ucs_time_t               grant_timeout; /* A grant's deadline */
         int                      demote;       /* Endpoints may go idle */
         int                      shared_pool;  /* Runs granted on demand */
     } config;
@@ -231,6 +233,10 @@ typedef struct uct_hipower_iface {
         unsigned                 num_waiting;  /* Their number */
         unsigned                 num_releasing; /* Runs being given back */
         ucs_list_link_t          idle_holders; /* Idle eps with a run */
+        /* Endpoints with a grant or a release out, oldest first: each has
+         * the same time to be adopted, so only the first one's deadline
+         * is checked */
+        ucs_list_link_t          granting;
     } pool;
 
     /* Wakeup (push mode): see hipower_event.c */

@@ -37,6 +37,7 @@
     _f(wakeup_events)    /* Their receive completions here */ \
     _f(sleeps)           /* event_arm calls that let the caller sleep */ \
     _f(bad_slots)        /* Slots rejected as corrupt */ \
+    _f(grant_timeouts)   /* Peers past UCX_HIPOWER_GRANT_TIMEOUT */ \
     _f(rx_copies)        /* HOLD_SLOTS=y: messages copied for handlers */ \
     _f(cq_recalls)       /* Signaled no-ops posted to free CQ credits */ \
     _f(fenced_wrs)       /* Work requests posted with IBV_SEND_FENCE */ \
