@@ -916,6 +916,23 @@ static unsigned b_slots(int p)
     return addr.num_slots;
 }
 
+/* Self mode only (elsewhere runs are fixed; says so for @a what and
+ * returns 0): a 64-slot pool, runs of 16 slots at creation, 8 at least,
+ * room kept for one endpoint */
+static int small_shared_pool(const char *what)
+{
+    if (strcmp(getenv("UCX_HIPOWER_NOTIFY") ? : "self", "self")) {
+        printf("%s: runs are fixed in this mode\n", what);
+        return 0;
+    }
+    setenv("UCX_HIPOWER_SLOT_SIZE", "8192", 1);
+    setenv("UCX_HIPOWER_MEM_BUDGET", "512k", 1);
+    setenv("UCX_HIPOWER_SLOTS", "16", 1);
+    setenv("UCX_HIPOWER_MIN_SLOTS", "8", 1);
+    setenv("UCX_HIPOWER_MAX_EPS", "1", 1);
+    return 1;
+}
+
 /*
  * Shared pool (self mode): endpoints that went idle while the pool was not
  * short keep their runs, and may never go idle again; a peer that asks for
@@ -929,16 +946,9 @@ START_TEST(test_idle_runs_come_back)
 {
     int p;
 
-    if (strcmp(getenv("UCX_HIPOWER_NOTIFY") ? : "self", "self")) {
-        printf("idle runs come back: runs are fixed in this mode\n");
+    if (!small_shared_pool("idle runs come back")) {
         return;
     }
-
-    setenv("UCX_HIPOWER_SLOT_SIZE", "8192", 1);
-    setenv("UCX_HIPOWER_MEM_BUDGET", "512k", 1);
-    setenv("UCX_HIPOWER_SLOTS", "16", 1);
-    setenv("UCX_HIPOWER_MIN_SLOTS", "8", 1);
-    setenv("UCX_HIPOWER_MAX_EPS", "1", 1);
     setup_pairs(3);
     hold_probability = 0;
     for (p = 0; p < 3; ++p) {
@@ -1121,16 +1131,9 @@ START_TEST(test_stopped_peer_pins_nothing)
     double start, waited;
     int p;
 
-    if (strcmp(getenv("UCX_HIPOWER_NOTIFY") ? : "self", "self")) {
-        printf("stopped peer: runs are fixed in this mode\n");
+    if (!small_shared_pool("stopped peer")) {
         return;
     }
-
-    setenv("UCX_HIPOWER_SLOT_SIZE", "8192", 1);
-    setenv("UCX_HIPOWER_MEM_BUDGET", "512k", 1);
-    setenv("UCX_HIPOWER_SLOTS", "16", 1);
-    setenv("UCX_HIPOWER_MIN_SLOTS", "8", 1);
-    setenv("UCX_HIPOWER_MAX_EPS", "1", 1);
     setenv("UCX_HIPOWER_GRANT_TIMEOUT", "1s", 1);
     setup_pairs(0);
     memset(&side_c, 0, sizeof(side_c));

@@ -158,13 +158,16 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      "How a receiver learns that a slot holds a new message:\n"
      "  self - the message's trailer, written with its data by the same\n"
      "         RDMA_WRITE, marks it as arrived: one packet per message. Needs\n"
-     "         a device that places a WRITE's bytes in order (rxe and\n"
-     "         ConnectX HCAs do; see docs/protocol.md)\n"
-     "  push - strict: the sender RDMA_WRITEs its bitmap word after the\n"
-     "         payload, a second write that RC places after the first on any\n"
-     "         device; the receiver polls local memory\n"
+     "         a device that places a WRITE's bytes in order, which no\n"
+     "         specification promises: rxe in the rig and ConnectX without\n"
+     "         out-of-order placement do in practice, ConnectX with adaptive\n"
+     "         routing (MLX5_RELAXED_PACKET_ORDERING_ON) does not\n"
+     "  push - the sender RDMA_WRITEs its bitmap word after the payload;\n"
+     "         the receiver takes a message when its bit and its trailer\n"
+     "         say so (a bit placed first costs a wait, not the message)\n"
      "  pull - the receiver RDMA_READs the sender's bitmap (the paper's\n"
-     "         scheme); the sender publishes writes once they completed\n"
+     "         scheme); the sender publishes writes once they completed:\n"
+     "         the only mode safe by the specification alone\n"
      "Both peers must use the same mode.",
      ucs_offsetof(uct_hipower_iface_config_t, notify),
      UCS_CONFIG_TYPE_ENUM(uct_hipower_notify_names)},
@@ -793,6 +796,29 @@ static uint32_t uct_hipower_iface_eps_possible(size_t budget, size_t stride,
 static uct_iface_ops_t uct_hipower_iface_ops;
 static uct_iface_internal_ops_t uct_hipower_iface_internal_ops;
 
+/*
+ * Self mode (and push, for a frame's own bytes) needs the device to place
+ * a WRITE's bytes in order, which no specification promises
+ * (docs/protocol.md, "Which devices place in order"). NVIDIA's driver
+ * places the packets of one WRITE in arrival order when this variable
+ * enables out-of-order placement for user QPs: say so where it is set.
+ */
+static void uct_hipower_iface_check_placement(uct_hipower_iface_t *iface,
+                                              const uct_hipower_iface_config_t
+                                              *config)
+{
+    const char *ooo = getenv("MLX5_RELAXED_PACKET_ORDERING_ON");
+
+    if ((config->notify != UCT_HIPOWER_NOTIFY_PULL) && (ooo != NULL) &&
+        (ooo[0] != '\0') && strcmp(ooo, "0")) {
+        ucs_warn("hipower: MLX5_RELAXED_PACKET_ORDERING_ON=%s lets the device "
+                 "place a write's packets out of order; UCX_HIPOWER_NOTIFY=%s "
+                 "relies on in-order placement and may deliver a message "
+                 "before its data landed: use UCX_HIPOWER_NOTIFY=pull", ooo,
+                 uct_hipower_notify_names[config->notify]);
+    }
+}
+
 static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
                            uct_worker_h worker,
                            const uct_iface_params_t *params,
@@ -880,6 +906,8 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
                                       UCT_HIPOWER_NOTIFY_PULL) &&
                                      (config->announce_batch == 1) &&
                                      (config->idle_time != UCS_TIME_INFINITY);
+
+    uct_hipower_iface_check_placement(self, config);
 
     status = uct_hipower_iface_init_port(self, params);
     if (status != UCS_OK) {
