@@ -619,8 +619,9 @@ START_TEST(test_switch_run_req)
 END_TEST
 
 /* An ask is a want from a run of no slots: the fair share if the pool has
- * it beyond the reserve, what it has beyond the reserve if less, and
- * nothing (the endpoint waits) when only the reserve is left */
+ * it beyond the reserve, what it has beyond the reserve if less but at
+ * least the mailbox (MIN_SLOTS: review L2, a waiter got 1-slot runs), and
+ * nothing (the endpoint waits) when less is left */
 START_TEST(test_switch_grant_from_nothing)
 {
     uint32_t size = 0;
@@ -628,16 +629,25 @@ START_TEST(test_switch_grant_from_nothing)
     ck_assert_int_eq(hipower_grant_decide(0, 16, 1, 0, 100, 8, 8, &size),
                      HIPOWER_GRANT_GROW);
     ck_assert_uint_eq(size, 16);
-    ck_assert_int_eq(hipower_grant_decide(0, 16, 1, 0, 12, 8, 8, &size),
+    ck_assert_int_eq(hipower_grant_decide(0, 16, 1, 0, 20, 8, 8, &size),
                      HIPOWER_GRANT_GROW);
-    ck_assert_uint_eq(size, 4);
+    ck_assert_uint_eq(size, 12);
+    ck_assert_int_eq(hipower_grant_decide(0, 16, 1, 0, 16, 8, 8, &size),
+                     HIPOWER_GRANT_GROW);
+    ck_assert_uint_eq(size, 8);
+    ck_assert_int_eq(hipower_grant_decide(0, 16, 1, 0, 12, 8, 8, &size),
+                     HIPOWER_GRANT_NONE);
+    ck_assert_int_eq(hipower_grant_decide(0, 16, 1, 0, 9, 8, 8, &size),
+                     HIPOWER_GRANT_NONE);
     ck_assert_int_eq(hipower_grant_decide(0, 16, 1, 0, 8, 8, 8, &size),
                      HIPOWER_GRANT_NONE);
     /* Without an ask, nothing: a peer without a run gets one only when it
      * has something to send */
     ck_assert_int_eq(hipower_grant_decide(0, 16, 0, 0, 100, 8, 8, &size),
                      HIPOWER_GRANT_NONE);
-    ck_assert_uint_eq(hipower_grant_min_size(HIPOWER_GRANT_GROW, 0, 8), 1);
+    /* Nor from scattered free slots: at least the mailbox */
+    ck_assert_uint_eq(hipower_grant_min_size(HIPOWER_GRANT_GROW, 0, 8), 8);
+    ck_assert_uint_eq(hipower_grant_min_size(HIPOWER_GRANT_GROW, 8, 8), 9);
 }
 END_TEST
 
@@ -714,6 +724,28 @@ START_TEST(test_switch_at_period)
 }
 END_TEST
 
+/* Epochs past 2^32 (review L1): the grant record's 64-bit epoch is still
+ * the next one, and run requests (their low 32 bits) still match */
+START_TEST(test_switch_epoch_past_2_32)
+{
+    uint64_t epoch = 0xffffffffull; /* The receiver's current run */
+    uint64_t req;
+
+    ck_assert(hipower_grant_record_valid(epoch, epoch + 1, 8, 4096));
+    ck_assert(!hipower_grant_record_valid(epoch, 0, 8, 4096));
+    /* A release (epoch 2^32) adopted: the request says so */
+    req = hipower_run_req_make((uint32_t)(epoch + 1), 5, 0);
+    ck_assert_int_eq(hipower_run_req_action(req, (uint32_t)epoch, 8, 1),
+                     HIPOWER_RUN_REQ_RELEASED);
+    /* Then, without a run at epoch 2^32, an ask */
+    req = hipower_run_req_make((uint32_t)(epoch + 1), 5, 1);
+    ck_assert_int_eq(hipower_run_req_action(req, (uint32_t)(epoch + 1), 0, 0),
+                     HIPOWER_RUN_REQ_WANTS);
+    ck_assert_int_eq(hipower_run_req_action(req, (uint32_t)epoch, 0, 0),
+                     HIPOWER_RUN_REQ_NONE);
+}
+END_TEST
+
 Suite *hipower_switch_suite(void)
 {
     Suite *s  = suite_create("switch");
@@ -722,6 +754,7 @@ Suite *hipower_switch_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_switch_old_remaining);
     tcase_add_test(tc, test_switch_at_period);
+    tcase_add_test(tc, test_switch_epoch_past_2_32);
     tcase_add_test(tc, test_switch_model);
     tcase_add_test(tc, test_switch_model_detects_reset_counts);
     tcase_add_test(tc, test_switch_model_detects_stale_consumed_bits);

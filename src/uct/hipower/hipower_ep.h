@@ -106,7 +106,10 @@ typedef struct uct_hipower_ep {
         void                     *slots;
         struct ibv_mr            *mr;          /* REMOTE_WRITE, our slots */
         uint32_t                 first_slot;   /* In the arena */
-        uint32_t                 epoch;        /* Of the current run */
+        /* Of the current run: 64 bits like the sender's and the grant
+         * record's (a 32-bit one would wrap after 2^32 grants to 0, which
+         * the sender rejects); run requests carry its low 32 bits */
+        uint64_t                 epoch;
         int                      wants;        /* The peer's run was full */
         ucs_list_link_t          wait_list;    /* In iface->pool.waiters */
         ucs_list_link_t          holder_list;  /* In pool.idle_holders */

@@ -65,12 +65,14 @@ void uct_hipower_iface_pool_update(uct_hipower_iface_t *iface)
                       uct_hipower_iface_pool_keep(iface);
 
     /* Peers waiting for a run count as active even while their endpoint
-     * is idle: streaming peers' runs shrink to make room for them */
+     * is idle (once: an active waiter is among the active already):
+     * streaming peers' runs shrink to make room for them */
+    ucs_assert(iface->pool.num_waiting_idle <= iface->num_idle);
     iface->pool.fair = hipower_grant_fair_share((total > unused) ?
                                                 total - unused : 0,
                                                 iface->num_eps -
                                                 iface->num_idle +
-                                                iface->pool.num_waiting,
+                                                iface->pool.num_waiting_idle,
                                                 iface->config.min_slots_per_ep,
                                                 iface->config.slots_per_ep);
 }
@@ -162,7 +164,7 @@ static void uct_hipower_ep_grant_out(uct_hipower_ep_t *ep, int out)
  */
 static ucs_status_t uct_hipower_ep_post_grant(uct_hipower_ep_t *ep,
                                               void *slots, uint32_t rkey,
-                                              uint32_t count, uint32_t epoch)
+                                              uint32_t count, uint64_t epoch)
 {
     typeof(ep->ctrl->grant) record;
     struct ibv_send_wr wr;
@@ -171,6 +173,9 @@ static ucs_status_t uct_hipower_ep_post_grant(uct_hipower_ep_t *ep,
     uint64_t sleep_gen;
 
     UCS_STATIC_ASSERT(sizeof(record) == 24);
+    /* The receiver's epoch must not wrap before the record's (review L1) */
+    UCS_STATIC_ASSERT(sizeof(ep->rx.epoch) == sizeof(record.epoch));
+    UCS_STATIC_ASSERT(sizeof(ep->rx.epoch) == sizeof(ep->tx.epoch));
     record.slots_addr = (uintptr_t)slots;
     record.rkey       = rkey;
     record.count      = count;
@@ -264,6 +269,8 @@ static void uct_hipower_ep_wait_end(uct_hipower_ep_t *ep)
         ucs_list_del(&ep->rx.wait_list);
         ep->flags &= ~UCT_HIPOWER_EP_FLAG_WAITING;
         --iface->pool.num_waiting;
+        iface->pool.num_waiting_idle -= !(ep->flags &
+                                          UCT_HIPOWER_EP_FLAG_ACTIVE);
         uct_hipower_iface_pool_update(iface);
     }
 }
@@ -353,6 +360,8 @@ static void uct_hipower_ep_rx_wants_run(uct_hipower_ep_t *ep)
             ucs_list_add_tail(&iface->pool.waiters, &ep->rx.wait_list);
             ep->flags |= UCT_HIPOWER_EP_FLAG_WAITING;
             ++iface->pool.num_waiting;
+            iface->pool.num_waiting_idle += !(ep->flags &
+                                              UCT_HIPOWER_EP_FLAG_ACTIVE);
             uct_hipower_iface_pool_update(iface);
             iface->stats.run_waits++;
         }

@@ -435,6 +435,8 @@ void uct_hipower_ep_activate(uct_hipower_ep_t *ep)
     ep->flags    |= UCT_HIPOWER_EP_FLAG_ACTIVE;
     ep->last_news = iface->clock.now;
     --iface->num_idle;
+    iface->pool.num_waiting_idle -= !!(ep->flags &
+                                       UCT_HIPOWER_EP_FLAG_WAITING);
     uct_hipower_ep_idle_holder(ep, 0);
     iface->pool.idle_held -= uct_hipower_ep_rx_held(ep);
     uct_hipower_iface_pool_update(iface);
@@ -448,6 +450,8 @@ void uct_hipower_ep_deactivate(uct_hipower_ep_t *ep)
     ucs_list_del(&ep->active_list);
     ep->flags &= ~(UCT_HIPOWER_EP_FLAG_ACTIVE | UCT_HIPOWER_EP_FLAG_NEWS);
     ++iface->num_idle;
+    iface->pool.num_waiting_idle += !!(ep->flags &
+                                       UCT_HIPOWER_EP_FLAG_WAITING);
     uct_hipower_ep_idle_holder(ep, 1);
     iface->pool.idle_held += uct_hipower_ep_rx_held(ep);
     uct_hipower_iface_pool_update(iface);

@@ -307,7 +307,9 @@ hipower_grant_decide(uint32_t cur_count, uint32_t fair, int wants, int idle,
     if (size > fair) {
         size = fair;
     }
-    if (size <= cur_count) {
+    if ((size <= cur_count) || ((cur_count == 0) && (size < mailbox))) {
+        /* Nothing larger; and a peer without a run gets at least the
+         * mailbox, as UCX_HIPOWER_MIN_SLOTS says, not one slot at a time */
         return HIPOWER_GRANT_NONE;
     }
     *size_p = size;
@@ -398,7 +400,10 @@ static inline uint32_t hipower_grant_min_size(hipower_grant_action_t action,
                                               uint32_t cur_count,
                                               uint32_t mailbox)
 {
-    return (action == HIPOWER_GRANT_GROW) ? cur_count + 1 : mailbox;
+    if (action != HIPOWER_GRANT_GROW) {
+        return mailbox;
+    }
+    return (cur_count == 0) ? mailbox : cur_count + 1;
 }
 
 #endif

@@ -1023,6 +1023,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->pool.idle_held      = 0;
     self->pool.num_runless    = 0;
     self->pool.num_waiting    = 0;
+    self->pool.num_waiting_idle = 0;
     self->pool.num_releasing  = 0;
     ucs_list_head_init(&self->pool.idle_holders);
     ucs_list_head_init(&self->pool.waiters);

@@ -231,6 +231,9 @@ typedef struct uct_hipower_iface {
         unsigned                 num_runless;
         ucs_list_link_t          waiters;      /* Asked, no run free yet */
         unsigned                 num_waiting;  /* Their number */
+        /* Waiters not in the active set: an active one is counted among
+         * the active endpoints already (review L3) */
+        unsigned                 num_waiting_idle;
         unsigned                 num_releasing; /* Runs being given back */
         ucs_list_link_t          idle_holders; /* Idle eps with a run */
         /* Endpoints with a grant or a release out, oldest first: each has
