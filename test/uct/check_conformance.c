@@ -1175,6 +1175,63 @@ START_TEST(test_stopped_peer_pins_nothing)
 }
 END_TEST
 
+/*
+ * A peer that makes us send writes with an immediate and never reposts its
+ * receives (review M5): A writes new generations into B's word that says
+ * A sleeps (a word A may write), so each message B sends to A carries a
+ * wake-up immediate and takes one of A's few receives, and A never calls
+ * progress again. With infinite receiver-not-ready retries B's queue pair
+ * would stall for ever; B's endpoint must fail with
+ * UCS_ERR_ENDPOINT_TIMEOUT instead, through the error handler, once.
+ */
+START_TEST(test_rnr_stall_fails_endpoint)
+{
+    uct_hipower_ep_addr_t addr;
+    uint64_t gen, hdr = 0;
+    unsigned k, spins;
+    ucs_status_t status;
+    double start;
+
+    if (!strcmp(getenv("UCX_HIPOWER_NOTIFY") ? : "self", "pull")) {
+        printf("rnr stall: no wake-ups in pull mode\n");
+        return;
+    }
+    setup_pairs(1);
+    hold_probability = 0;
+    ck_assert_msg(deliver_one(0, 5000), "no message");
+    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_b,
+                                        (uct_ep_addr_t*)&addr), UCS_OK);
+
+    /* From now on A never progresses */
+    start = now_sec();
+    for (k = 1; (k <= 12) && (ep_errors_b == 0); ++k) {
+        gen = 1000 + k;
+        /* B's peer_sleep_gen, after the 512-byte written-bitmap view */
+        ck_assert_int_eq(uct_ep_put_short(pairs[0].ep_a, &gen, sizeof(gen),
+                                          addr.ctrl_write_addr + 512,
+                                          addr.ctrl_write_rkey), UCS_OK);
+        for (spins = 0; spins < 20000; ++spins) {
+            progress(0, 1);
+        }
+        status = uct_ep_am_short(pairs[0].ep_b, 1, hdr, NULL, 0);
+        ck_assert_msg((status == UCS_OK) || (status == UCS_ERR_NO_RESOURCE) ||
+                      (ep_errors_b > 0), "am_short: %s",
+                      ucs_status_string(status));
+    }
+    while ((ep_errors_b == 0) && (now_sec() - start < 60)) {
+        progress(0, 1);
+    }
+    printf("rnr stall: %u wake-up writes to a peer that never reposts, B's "
+           "endpoint failed after %.1f s with %s\n", k - 1,
+           now_sec() - start, ucs_status_string(ep_error_status_b));
+    ck_assert_msg(ep_errors_b == 1, "B's endpoint to a peer that never "
+                  "reposts its receives got %u error callbacks in 60 s",
+                  ep_errors_b);
+    ck_assert_int_eq(ep_error_status_b, UCS_ERR_ENDPOINT_TIMEOUT);
+    teardown_pairs();
+}
+END_TEST
+
 static size_t   align_req, align_off;
 static unsigned misaligned, aligned_desc;
 
@@ -1336,6 +1393,7 @@ void add_conformance_tests(Suite *suite)
     CONFORMANCE_CASE(suite, churn_over_reused_slots, 600);
     CONFORMANCE_CASE(suite, push_waits_for_trailer, 600);
     CONFORMANCE_CASE(suite, stopped_peer_pins_nothing, 600);
+    CONFORMANCE_CASE(suite, rnr_stall_fails_endpoint, 600);
     CONFORMANCE_CASE(suite, am_alignment, 600);
     /* Run under valgrind by the rig test (CK_RUN_CASE=close) */
     CONFORMANCE_CASE(suite, close, 600);

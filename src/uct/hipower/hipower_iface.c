@@ -227,7 +227,15 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      ucs_offsetof(uct_hipower_iface_config_t, retry_count),
      UCS_CONFIG_TYPE_UINT},
 
-    {"RNR_RETRY_COUNT", "7", "Receiver-not-ready retries, 0 to 7 (7: infinite).",
+    {"RNR_RETRY_COUNT", "6",
+     "Receiver-not-ready retries, 0 to 7 (7: infinite). Only writes with an\n"
+     "immediate (wake-ups, run requests) take a receive of the peer's, at\n"
+     "most a few per endpoint while the peer does not progress; a peer that\n"
+     "makes us send more (it can write the word that asks for wake-ups) and\n"
+     "never reposts would otherwise stall our queue pair for ever, with its\n"
+     "requests holding completion queue entries the whole interface shares.\n"
+     "With 6 the endpoint fails with UCS_ERR_ENDPOINT_TIMEOUT after about\n"
+     "1.1 s of it.",
      ucs_offsetof(uct_hipower_iface_config_t, rnr_retry_count),
      UCS_CONFIG_TYPE_UINT},
 

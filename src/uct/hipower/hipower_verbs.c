@@ -94,7 +94,13 @@ ucs_status_t uct_hipower_qp_connect(uct_hipower_iface_t *iface,
     qp_attr.dest_qp_num           = peer_qp_num;
     qp_attr.rq_psn                = 0;
     qp_attr.max_dest_rd_atomic    = iface->config.max_rd_atomic;
-    qp_attr.min_rnr_timer         = 12;
+    /* What a peer whose write finds none of our wake-up receives posted
+     * waits before it retries: 163.84 ms (IBTA encoding 28). No honest
+     * peer gets there (at most a few immediates are out per endpoint, and
+     * we repost each as we poll it), so this only sets how long a peer
+     * that makes us fall behind waits in all: (RNR_RETRY_COUNT + 1) times
+     * this, about 1.1 s by default, before its endpoint fails */
+    qp_attr.min_rnr_timer         = 28;
     qp_attr.ah_attr.port_num      = iface->port_num;
     qp_attr.ah_attr.sl            = iface->config.sl;
     qp_attr.ah_attr.dlid          = peer->lid;
