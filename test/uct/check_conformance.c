@@ -1232,6 +1232,54 @@ START_TEST(test_rnr_stall_fails_endpoint)
 }
 END_TEST
 
+/*
+ * A peer that keeps its endpoint active for ever (review H1 c): its
+ * announced count, which B's demotion handshake reads, says more messages
+ * than it ever sent, so every handshake finds B "behind" and B's endpoint
+ * would stay active, holding its run. A's own count lives in this process
+ * (A's control words, after the two consumed bitmaps and the published
+ * one): the test bumps it. Past UCX_HIPOWER_GRANT_TIMEOUT B's endpoint
+ * fails with UCS_ERR_ENDPOINT_TIMEOUT, once; the other endpoint carries on.
+ */
+START_TEST(test_silent_active_peer)
+{
+    uct_hipower_ep_addr_t addr_a;
+    volatile uint64_t *announced;
+    double start;
+
+    if (!strcmp(getenv("UCX_HIPOWER_NOTIFY") ? : "self", "pull")) {
+        printf("silent active peer: endpoints never go idle in pull mode\n");
+        return;
+    }
+    setenv("UCX_HIPOWER_GRANT_TIMEOUT", "1s", 1);
+    setup_pairs(2);
+    hold_probability = 0;
+    ck_assert_msg(deliver_one(0, 5000), "pair 0: no message");
+    ck_assert_msg(deliver_one(1, 5000), "pair 1: no message");
+    ck_assert_uint_eq(side_a.attr.ep_addr_len, sizeof(addr_a));
+    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_a,
+                                        (uct_ep_addr_t*)&addr_a), UCS_OK);
+    announced = (volatile uint64_t*)(uintptr_t)(addr_a.ctrl_read_addr +
+                                                1024 + 512);
+    ck_assert_uint_eq(*announced, 1);
+    *announced += 1000;
+
+    start = now_sec();
+    while ((ep_errors_b == 0) && (now_sec() - start < 30)) {
+        progress(1, 1);
+    }
+    printf("silent active peer: B's endpoint failed after %.1f s with %s\n",
+           now_sec() - start, ucs_status_string(ep_error_status_b));
+    ck_assert_msg(ep_errors_b == 1, "B's endpoint of a peer that is always "
+                  "'behind' got %u error callbacks in 30 s", ep_errors_b);
+    ck_assert_int_eq(ep_error_status_b, UCS_ERR_ENDPOINT_TIMEOUT);
+    ck_assert_msg(deliver_one(1, 5000), "pair 1: no message afterwards");
+    ck_assert_uint_eq(ep_errors_b, 1);
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
 static size_t   align_req, align_off;
 static unsigned misaligned, aligned_desc;
 
@@ -1394,6 +1442,7 @@ void add_conformance_tests(Suite *suite)
     CONFORMANCE_CASE(suite, push_waits_for_trailer, 600);
     CONFORMANCE_CASE(suite, stopped_peer_pins_nothing, 600);
     CONFORMANCE_CASE(suite, rnr_stall_fails_endpoint, 600);
+    CONFORMANCE_CASE(suite, silent_active_peer, 600);
     CONFORMANCE_CASE(suite, am_alignment, 600);
     /* Run under valgrind by the rig test (CK_RUN_CASE=close) */
     CONFORMANCE_CASE(suite, close, 600);

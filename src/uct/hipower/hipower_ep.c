@@ -1075,6 +1075,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->tx.woken_gen        = UINT64_MAX;
     self->event.posted_gen    = 0;
     self->event.confirmed_gen = 0;
+    self->event.behind_since  = 0;
     self->peer.qp_num         = 0;
     self->txqp.is_gc          = 0;
     self->txqp.recvs          = 0;

@@ -142,6 +142,10 @@ typedef struct uct_hipower_ep {
     struct {
         uint64_t                 posted_gen;   /* Sleep handshake posted */
         uint64_t                 confirmed_gen; /* ... and completed */
+        /* When demotion handshakes began to find the peer behind (it
+         * announced messages that have not landed), 0 if the last did not:
+         * a peer behind for longer than GRANT_TIMEOUT never catches up */
+        ucs_time_t               behind_since;
     } event;
 
     struct {
@@ -572,6 +576,10 @@ void uct_hipower_iface_serve_waiters(uct_hipower_iface_t *iface);
 /* Receiver: fails the endpoint whose grant or release has been out
  * longer than UCX_HIPOWER_GRANT_TIMEOUT, and returns its runs */
 void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface);
+
+/* Receiver: the peer missed a deadline: the endpoint's runs go back to the
+ * pool (deregistered first) and it fails with UCS_ERR_ENDPOINT_TIMEOUT */
+void uct_hipower_ep_rx_timeout(uct_hipower_ep_t *ep);
 
 /* Receiver: the endpoint goes (destroyed): no more a waiter, no more
  * counted without a run */

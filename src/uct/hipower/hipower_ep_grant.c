@@ -423,13 +423,11 @@ void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface)
 {
     uct_hipower_ep_t *ep = ucs_list_head(&iface->pool.granting,
                                          uct_hipower_ep_t, rx.grant_list);
-    uint32_t held;
 
     if (ucs_likely((int64_t)(ucs_get_time() - ep->rx.grant_deadline) < 0)) {
         return;
     }
 
-    held = uct_hipower_ep_rx_held(ep);
     ucs_error(UCT_HIPOWER_EP_FMT ": the peer did not %s within "
               "UCX_HIPOWER_GRANT_TIMEOUT=%.1fs (it stopped calling progress, "
               "or is broken or hostile): its endpoint fails, its %u slots go "
@@ -437,8 +435,16 @@ void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface)
               (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) ?
               "give back the run it was asked to release" :
               "adopt the run it was granted and end its old one",
-              ucs_time_to_sec(iface->config.grant_timeout), held);
+              ucs_time_to_sec(iface->config.grant_timeout),
+              uct_hipower_ep_rx_held(ep));
     iface->stats.grant_timeouts++;
+    uct_hipower_ep_rx_timeout(ep);
+}
+
+void uct_hipower_ep_rx_timeout(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uint32_t held              = uct_hipower_ep_rx_held(ep);
 
     /* Its runs go back first (deregistered: a late write of the peer's
      * fails its own connection), then the endpoint fails */

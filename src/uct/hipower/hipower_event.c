@@ -520,6 +520,27 @@ void uct_hipower_ep_demote_done(uct_hipower_ep_t *ep, uint64_t gen)
                                        !!(ep->flags & UCT_HIPOWER_EP_FLAG_NEWS),
                                        hipower_rx_ring_taken(&ep->rx.ring),
                                        announced);
+    if (verdict != HIPOWER_DEMOTE_BEHIND) {
+        ep->event.behind_since = 0;
+    } else if (ep->event.behind_since == 0) {
+        ep->event.behind_since = ucs_get_time();
+    } else if ((iface->config.grant_timeout != UCS_TIME_INFINITY) &&
+               (ucs_get_time() - ep->event.behind_since >
+                iface->config.grant_timeout)) {
+        /* Messages in flight land in microseconds: a peer that says for
+         * this long that it announced messages we never got is broken or
+         * hostile, and would keep the endpoint active, and its run, for
+         * ever (review H1 c) */
+        ucs_error(UCT_HIPOWER_EP_FMT ": the peer says it announced %u "
+                  "messages, %u were delivered, and it has said so for "
+                  "longer than UCX_HIPOWER_GRANT_TIMEOUT=%.1fs: broken or "
+                  "hostile peer, the endpoint fails", UCT_HIPOWER_EP_ARG(ep),
+                  (uint32_t)announced, hipower_rx_ring_taken(&ep->rx.ring),
+                  ucs_time_to_sec(iface->config.grant_timeout));
+        uct_hipower_ep_rx_timeout(ep);
+        return;
+    }
+
     if ((verdict == HIPOWER_DEMOTE_IDLE) &&
         (ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE)) {
         uct_hipower_ep_deactivate(ep);
