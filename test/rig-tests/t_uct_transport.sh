@@ -61,6 +61,28 @@ for mode in ${HIPOWER_TEST_MODES:-self push pull}; do
         END { if (!seen) print "no interface took the random messages";
               if (bad || !seen || (mode != "pull" && !polled)) exit 1 }' ||
         fail "receive completions counted wrong or polled per message"
+    # The switch storm (self mode, the shared pool) ran the transport's
+    # own grant, adopt, switch, release and ask code under its checked
+    # traffic: the receiving interface's statistics, printed after the
+    # test's line, show grants, switches, releases and waits
+    if [ $mode = self ]; then
+        echo "$out" | awk '
+            /^switch storm:/ { s = 1; print; next }
+            s && /hipower-stats/ {
+                delete v; line = substr($0, index($0, "hipower-stats"))
+                n = split(line, f, " ")
+                for (i = 1; i <= n; ++i) { split(f[i], kv, "="); v[kv[1]] = kv[2] }
+                if (v["rx_msgs"] > 0) {
+                    print "  receiver: grants=" v["grants"] " run_switches=" v["run_switches"] \
+                          " reclaims=" v["reclaims"] " run_waits=" v["run_waits"]
+                    ok = (v["grants"] > 0 && v["run_switches"] > 0 &&
+                          v["reclaims"] > 0 && v["run_waits"] > 0)
+                    s = 0
+                }
+            }
+            END { exit !ok }' ||
+            fail "the switch storm did not grant, switch, release and wait (or did not run)"
+    fi
     # The fence test's interface fences 5 puts after 5 gets. rxe orders a
     # write after a read on one QP by itself (its unacked-PSN window), so
     # the data cannot show a missing fence here: the counter of requests

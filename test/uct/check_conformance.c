@@ -1280,6 +1280,73 @@ START_TEST(test_silent_active_peer)
 }
 END_TEST
 
+/*
+ * The shared pool's own code under checked traffic (review T2: the unit
+ * model re-implemented adopt, switch and release): eight peers share a
+ * 64-slot pool; in each round a random few send bursts of random sizes
+ * while the others rest long enough to go idle. Rings fill and grow, runs
+ * shrink to the fair share, idle runs are released and asked for again,
+ * endpoints start without a run and wait. Every message must arrive once,
+ * in order, intact. The rig test checks, from the receiving interface's
+ * statistics printed after the "switch storm" line, that grants, switches
+ * and releases did happen.
+ */
+START_TEST(test_switch_storm)
+{
+    enum { STORM_PAIRS = 8, ROUNDS = 60 };
+    uint64_t expect = 0;
+    unsigned round, p, burst, i, spins;
+    ucs_status_t status;
+
+    if (!small_shared_pool("switch storm")) {
+        return;
+    }
+    setup_pairs(STORM_PAIRS);
+    hold_probability = 0;
+    alloc_zbufs();
+    for (round = 0; round < ROUNDS; ++round) {
+        for (p = 0; p < STORM_PAIRS; ++p) {
+            if (next_rand() % 3) {
+                continue; /* Rests this round */
+            }
+            burst = 1 + next_rand() % 48;
+            for (i = 0; i < burst; ++i) {
+                do {
+                    status = send_one(&pairs[p], p,
+                                      1 + next_rand() % (NUM_AM_IDS - 1),
+                                      random_length(i % 3), i % 3);
+                    if (status == UCS_ERR_NO_RESOURCE) {
+                        progress(1, 1);
+                    }
+                } while (status == UCS_ERR_NO_RESOURCE);
+                ck_assert_int_eq(status, UCS_OK);
+                ++expect;
+            }
+        }
+        for (spins = 0; (received < expect) && (spins < 50000000); ++spins) {
+            progress(1, 1);
+        }
+        ck_assert_msg(received == expect, "round %u: %"PRIu64" of %"PRIu64
+                      " messages", round, received, expect);
+        if (round % 4 == 3) {
+            progress_for_ms(30); /* Longer than IDLE_TIME: idle spells */
+        }
+    }
+    wait_all_received();
+    free_zbufs();
+    ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(ep_errors_b, 0);
+    for (p = 0; p < STORM_PAIRS; ++p) {
+        ck_assert_uint_eq(pairs[p].expected_seq, pairs[p].next_seq);
+    }
+    printf("switch storm: %"PRIu64" messages over %d endpoints sharing a "
+           "64-slot pool, each once, in order, intact\n", expect,
+           STORM_PAIRS);
+    fflush(stdout);
+    teardown_pairs();
+}
+END_TEST
+
 static size_t   align_req, align_off;
 static unsigned misaligned, aligned_desc;
 
@@ -1443,6 +1510,7 @@ void add_conformance_tests(Suite *suite)
     CONFORMANCE_CASE(suite, stopped_peer_pins_nothing, 600);
     CONFORMANCE_CASE(suite, rnr_stall_fails_endpoint, 600);
     CONFORMANCE_CASE(suite, silent_active_peer, 600);
+    CONFORMANCE_CASE(suite, switch_storm, 600);
     CONFORMANCE_CASE(suite, am_alignment, 600);
     /* Run under valgrind by the rig test (CK_RUN_CASE=close) */
     CONFORMANCE_CASE(suite, close, 600);

@@ -715,7 +715,11 @@ END_TEST
  * rxe places a message while the sender is still in ibv_post_send(), so B
  * polls from a thread of its own (B's worker is used by it alone), as fast
  * as it can, and reads trailers of messages that are still landing; every
- * message must be seen once, in order, intact (checksummed).
+ * message must be seen once, in order, intact (checksummed). What it
+ * cannot show (review T4): a device that places out of order. The rig's
+ * rxe runs under QEMU TCG, whose stores become visible in order, so this
+ * proves polling during flight on an in-order device, not the property
+ * self mode needs (docs/protocol.md, "Which devices place in order").
  */
 typedef struct {
     volatile int      stop;
@@ -757,7 +761,7 @@ START_TEST(test_arrival_while_landing)
     for (rep = 0; rep < 2; ++rep) {
         for (base = mtu; base <= max + mtu; base += mtu) {
             for (delta = -12; delta <= 12; ++delta) {
-                /* The frame is the data and the 8-byte trailer */
+                /* The frame is the data and the 16-byte trailer */
                 len = base + delta - 8;
                 if ((len < MSG_HDR_SIZE + 16) || (len > max)) {
                     continue;

@@ -327,7 +327,7 @@ void uct_hipower_ep_rx_regrant(uct_hipower_ep_t *ep)
 
     free_slots = hipower_arena_free_slots(&iface->arena.slots);
     free_slots = (free_slots > keep) ? free_slots - keep : 0;
-    action     = hipower_grant_decide(cur, iface->pool.fair, wants, 0,
+    action     = hipower_grant_decide(cur, iface->pool.fair, wants,
                                       free_slots, iface->pool.reserve,
                                       mailbox, &size);
     if (action == HIPOWER_GRANT_NONE) {
