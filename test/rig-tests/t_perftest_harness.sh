@@ -52,9 +52,13 @@ print(s.getsockname()[1], flush=True)
 time.sleep(600)' > /tmp/harness.port &
 holder=$!
 trap 'kill $holder 2>/dev/null' EXIT
-for _ in $(seq 50); do [ -s /tmp/harness.port ] && break; sleep 0.1; done
+# Bound by the work, not the clock (a loaded host starts python3 slowly):
+# until the holder printed its port, or it is gone
+while [ ! -s /tmp/harness.port ] && kill -0 $holder 2> /dev/null; do
+    sleep 0.1
+done
 held=$(cat /tmp/harness.port)
-[ -n "$held" ] || fail "could not hold a port"
+[ -n "$held" ] || fail "could not hold a port (the holder exited before it said which)"
 echo "holding port $held"
 final=$(HARNESS_TEST_PORT=$held hipower-run perftest-pair -q hipower am_lat 8 300 -D short 2> /tmp/harness.err)
 rc=$?
