@@ -492,10 +492,10 @@ void uct_hipower_ep_rx_reclaim(uct_hipower_ep_t *ep)
     /* Only while the pool is short (under a quarter free, beyond the room
      * kept for endpoints to come, or peers waiting for a run): the peer
      * asks again when it sends, which costs its next message a round
-     * trip. (Also: with a shrink on every idle spell, UCX's
-     * test_uct_peer_failure_multiple hangs -- a sender's 8-slot ring full
-     * towards a killed peer, a recycle READ never completing; open, see
-     * the issue) */
+     * trip. (Not for UCX's test_uct_peer_failure_multiple: releasing on
+     * every idle spell passes it, its 68 endpoints failing within a
+     * second of each other; see docs/protocol.md 9.2 for the "hang" the
+     * old shrink to 8 slots caused) */
     if ((free_slots > keep) &&
         (free_slots - keep >= iface->arena.slots.total / 4) &&
         ucs_list_is_empty(&iface->pool.waiters)) {
