@@ -293,6 +293,9 @@ void uct_hipower_ep_idle_holder(uct_hipower_ep_t *ep, int idle)
 void uct_hipower_ep_rx_release_abandon(uct_hipower_ep_t *ep)
 {
     uct_hipower_ep_wait_end(ep); /* Nor will it send */
+    /* Nor adopt: no deadline for a peer that closed in order (no error to
+     * report) or an endpoint that failed already; its runs go at destroy */
+    uct_hipower_ep_grant_out(ep, 0);
     if (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) {
         ep->flags &= ~UCT_HIPOWER_EP_FLAG_RELEASING;
         --uct_hipower_ep_iface(ep)->pool.num_releasing;
