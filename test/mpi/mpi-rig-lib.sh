@@ -18,11 +18,16 @@
 # rc_verbs,ud_verbs:aux,self); without hipower in it the hipower checks
 # are skipped and only the programs' own verification counts.
 # HIPOWER_MPI_TIMEOUT (default 300) bounds each launch, HIPOWER_MPI_PROGS
-# selects programs, HIPOWER_MPI_LOGS is where the logs go.
+# selects programs, HIPOWER_MPI_LOGS is where the logs go,
+# HIPOWER_MPI_INTERCOMM_ARGS are mpi_intercomm's arguments.
 
 MPI_RANKS=${MPI_RANKS:-4}
 MPI_TIMEOUT=${HIPOWER_MPI_TIMEOUT:-300}
-MPI_PROGS=${HIPOWER_MPI_PROGS:-mpi_pingpong mpi_alltoall mpi_collectives mpi_onesided}
+MPI_PROGS=${HIPOWER_MPI_PROGS:-mpi_pingpong mpi_alltoall mpi_collectives mpi_onesided mpi_intercomm}
+# Arguments of mpi_intercomm (iterations, largest message, longest pause):
+# with 4 ranks each iteration costs seconds of wireup in the guest, and 30
+# make about 60 endpoints per interface, enough for runs to be reused
+MPI_INTERCOMM_ARGS=${HIPOWER_MPI_INTERCOMM_ARGS:-30 100000 50}
 MPI_DIR=$HIPOWER_SRC/test/mpi
 
 export UCX_TLS=${HIPOWER_MPI_TLS:-hipower,ud_verbs:aux,self}
@@ -187,7 +192,10 @@ mpi_run() {
 mpi_run_all() {
     local p
     for p in $MPI_PROGS; do
-        mpi_run "$p"
+        case $p in
+            mpi_intercomm) mpi_run "$p" $MPI_INTERCOMM_ARGS ;;
+            *)             mpi_run "$p" ;;
+        esac
     done
     if ! ((MPI_CHECK_HIPOWER)); then
         echo "NOTE: UCX_TLS=$UCX_TLS has no hipower: transport checks skipped"
