@@ -427,7 +427,7 @@ void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface)
     uct_hipower_ep_t *ep = ucs_list_head(&iface->pool.granting,
                                          uct_hipower_ep_t, rx.grant_list);
 
-    if (ucs_likely((int64_t)(ucs_get_time() - ep->rx.grant_deadline) < 0)) {
+    if (ucs_likely((int64_t)(iface->clock.now - ep->rx.grant_deadline) < 0)) {
         return;
     }
 

@@ -573,6 +573,10 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
     if (ucs_unlikely(++iface->clock.calls == UCT_HIPOWER_CLOCK_CALLS)) {
         iface->clock.calls = 0;
         iface->clock.now   = ucs_get_time();
+        /* Deadlines of seconds need no finer clock: nothing per call */
+        if (ucs_unlikely(!ucs_list_is_empty(&iface->pool.granting))) {
+            uct_hipower_iface_grant_deadline(iface);
+        }
     }
 
     count = uct_hipower_iface_poll_cq(iface);
@@ -590,9 +594,6 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
         count += uct_hipower_iface_progress_events(iface);
     }
 
-    if (ucs_unlikely(!ucs_list_is_empty(&iface->pool.granting))) {
-        uct_hipower_iface_grant_deadline(iface);
-    }
     if (ucs_unlikely(!ucs_list_is_empty(&iface->pool.waiters))) {
         uct_hipower_iface_serve_waiters(iface);
     }
