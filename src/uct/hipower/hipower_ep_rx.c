@@ -238,10 +238,9 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
              * peer that sets bits and never writes stalls only itself. */
             break;
         }
-        if (self) {
-            /* The trailer came last: now the data may be read */
-            ucs_memory_cpu_load_fence();
-        }
+        /* The trailer is there (in push and pull it may have landed after
+         * the bitmap said so): now the data may be read */
+        ucs_memory_cpu_load_fence();
 
         if (ucs_unlikely(uct_hipower_ep_rx_first_contact_due(ep))) {
             uct_hipower_ep_rx_first_contact(ep);
