@@ -475,18 +475,13 @@ unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep)
             return 0;
         }
         count = uct_hipower_ep_rx_progress(ep);
-        if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
-            uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
-            return count;
-        }
-        uct_hipower_ep_post_notify_read(ep);
+        uct_hipower_ep_post_notify_read(ep); /* Not if it failed */
         return count;
     }
 
     count = uct_hipower_ep_rx_progress(ep);
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
-        uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
-        return count;
+    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+        return count; /* A bad frame: nothing more to do with this peer */
     }
     if (ucs_unlikely(ep->tx.unannounced > 0)) {
         uct_hipower_ep_announce(ep);

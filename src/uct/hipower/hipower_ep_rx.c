@@ -162,7 +162,7 @@ static UCS_F_NOINLINE void uct_hipower_ep_rx_none(uct_hipower_ep_t *ep,
  * Reports and counts a rejected trailer (hipower_slot_trailer_reject()).
  * Its key matched, so the peer wrote it for this very message, and no
  * honest peer writes a length or AM id the receiver's address does not
- * allow: the endpoint fails (uct_hipower_ep_progress(), once this receive
+ * allow: the endpoint fails (uct_hipower_ep_rx_progress(), once this receive
  * loop is over), with one log line, rather than dropping such frames one
  * error line each for as long as the peer likes.
  */
@@ -438,7 +438,8 @@ uct_hipower_ep_rx_progress_runs(uct_hipower_ep_t *ep, int hold)
     return count;
 }
 
-unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
+static UCS_F_ALWAYS_INLINE unsigned
+uct_hipower_ep_rx_progress_mode(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
@@ -451,6 +452,18 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
     return iface->config.hold_slots ?
            uct_hipower_ep_rx_progress_common(ep, 0, 1) :
            uct_hipower_ep_rx_progress_common(ep, 0, 0);
+}
+
+unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
+{
+    unsigned count = uct_hipower_ep_rx_progress_mode(ep);
+
+    /* The receive loop stopped at a frame no honest peer writes: the
+     * endpoint fails now that the loop no longer uses its ring */
+    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
+        uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
+    }
+    return count;
 }
 
 /* Whether the next message has arrived (the sleep check) */
