@@ -509,6 +509,31 @@ static void raw_write(uct_ep_h ep, uint64_t addr, uint32_t rkey,
  * and state words, the grant record and the run request word */
 #define HOSTILE_CTRL_WRITABLE  (512 + 8 + 8 + 24 + 8)
 
+/* Pair @a p carries 200 messages of every kind, checksummed, each once
+ * and in order, with no error */
+static void carries_traffic(int p)
+{
+    unsigned i, spins;
+
+    received              = 0;
+    pairs[p].expected_seq = pairs[p].next_seq;
+    alloc_zbufs();
+    for (i = 0; i < 200; ++i) {
+        while (send_one(&pairs[p], p, i % NUM_AM_IDS,
+                        fit_length(24 + i * 13, i % 3), i % 3) ==
+               UCS_ERR_NO_RESOURCE) {
+            progress(1, 1);
+        }
+    }
+    flush_all();  /* Pull mode: the sender publishes on completion */
+    for (spins = 0; (received < 200) && (spins < 20000000); ++spins) {
+        progress(1, 1);
+    }
+    ck_assert_uint_eq(received, 200);
+    free_zbufs();
+    ck_assert_int_eq(errors, 0);
+}
+
 /*
  * A hostile peer: A writes garbage over every one of its slots at B and
  * over every control word it may write (bitmap view, sleep and state
@@ -623,28 +648,119 @@ START_TEST(test_hostile_peer_scribbles)
     ck_assert_int_eq(errors, 0);
 
     /* The second endpoint is untouched */
-    received = 0;
-    pairs[1].expected_seq = pairs[1].next_seq;
-    alloc_zbufs();
-    for (i = 0; i < 200; ++i) {
-        while (send_one(&pairs[1], 1, i % NUM_AM_IDS,
-                        fit_length(24 + i * 13, i % 3), i % 3) ==
-               UCS_ERR_NO_RESOURCE) {
-            progress(1, 1);
-        }
-    }
-    flush_all();  /* Pull mode: the sender publishes on completion */
-    for (spins = 0; (received < 200) && (spins < 20000000); ++spins) {
-        progress(1, 1);
-    }
-    ck_assert_uint_eq(received, 200);
-    free_zbufs();
-    ck_assert_int_eq(errors, 0);
+    carries_traffic(1);
     ck_assert_uint_eq(ep_errors_b, 0);
 
     if (!strcmp(getenv("UCX_HIPOWER_NOTIFY") ? : "self", "self")) {
         hostile_bad_frame(&addr, 16);
     }
+    teardown_pairs();
+}
+END_TEST
+
+static int deliver_one(int p, unsigned ms);
+
+/* Progresses A only until its error handler was called @a n times or
+ * @a ms passed; whether it was */
+static int a_errors_reach(unsigned n, unsigned ms)
+{
+    double start = now_sec();
+
+    while ((ep_errors_a < n) && (now_sec() - start < ms / 1000.0)) {
+        progress(1, 0);
+    }
+    return ep_errors_a >= n;
+}
+
+/*
+ * Another peer's rkeys (review H2): a peer that learns or guesses the
+ * rkeys of another peer's slots and control words -- here it is simply
+ * given them -- and uses them on its own connection. Each region a peer
+ * may reach is a type-2 memory window bound to that peer's QP alone
+ * (UCX_HIPOWER_MEM_WINDOWS), so the device refuses: the attacker's
+ * endpoint fails (its error handler, on its own side), the victim's slots
+ * and control words keep every byte, B reads nothing of the victim's
+ * bitmaps for the attacker, and the victim's endpoint carries traffic as
+ * before, checksummed. Endpoints 1-3 attack endpoint 0's regions at B:
+ * writes into its slots, writes into its control words ("closed" in its
+ * state word, a grant record, a run request), a read of its bitmaps.
+ */
+START_TEST(test_foreign_rkey_refused)
+{
+    uct_hipower_ep_addr_t victim;
+    uint8_t garbage[HOSTILE_CTRL_WRITABLE], *slots_copy, *ctrl_copy;
+    uint8_t stolen[64];
+    size_t slots_len;
+    unsigned i;
+    ssize_t ret;
+
+    setup_pairs(4);
+    hold_probability = 0;
+    for (i = 0; i < 8; ++i) {
+        ck_assert_msg(deliver_one(0, 5000), "victim: message %u", i);
+    }
+    ck_assert_uint_eq(side_b.attr.ep_addr_len, sizeof(victim));
+    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_b,
+                                        (uct_ep_addr_t*)&victim), UCS_OK);
+    ck_assert_uint_gt(victim.num_slots, 0);
+    slots_len  = (size_t)victim.num_slots * victim.slot_stride;
+    slots_copy = malloc(slots_len);
+    ctrl_copy  = malloc(HOSTILE_CTRL_WRITABLE);
+    ck_assert_ptr_nonnull(slots_copy);
+    ck_assert_ptr_nonnull(ctrl_copy);
+    /* B is in this process: its regions can be compared byte by byte */
+    memcpy(slots_copy, (void*)(uintptr_t)victim.slots_addr, slots_len);
+    memcpy(ctrl_copy, (void*)(uintptr_t)victim.ctrl_write_addr,
+           HOSTILE_CTRL_WRITABLE);
+    for (i = 0; i < sizeof(garbage); ++i) {
+        garbage[i] = (uint8_t)(next_rand() | 1);
+    }
+    memcpy(garbage + 512 + 8, "CLOS\0\0\0\0", 8); /* The state word */
+
+    /* Into the victim's slots, over endpoint 1 */
+    raw_write(pairs[1].ep_a, victim.slots_addr, victim.slots_rkey, garbage,
+              256);
+    ck_assert_msg(a_errors_reach(1, 10000), "a write with another peer's "
+                  "slots rkey did not fail the writer's endpoint");
+    printf("foreign rkey: write into another peer's slots: %s on the "
+           "writer's endpoint\n", ucs_status_string(ep_error_status));
+
+    /* Into the victim's control words, over endpoint 2 */
+    raw_write(pairs[2].ep_a, victim.ctrl_write_addr, victim.ctrl_write_rkey,
+              garbage, HOSTILE_CTRL_WRITABLE);
+    ck_assert_msg(a_errors_reach(2, 10000), "a write with another peer's "
+                  "control rkey did not fail the writer's endpoint");
+
+    /* A read of the victim's bitmaps, over endpoint 3 */
+    memset(stolen, 0, sizeof(stolen));
+    do {
+        ret = uct_ep_get_bcopy(pairs[3].ep_a, rma_unpack_cb, stolen,
+                               sizeof(stolen), victim.ctrl_read_addr,
+                               victim.ctrl_read_rkey, NULL);
+        progress(1, 0);
+    } while (ret == UCS_ERR_NO_RESOURCE);
+    ck_assert_msg((ret == UCS_OK) || (ret == UCS_INPROGRESS),
+                  "get_bcopy: %s", ucs_status_string((ucs_status_t)ret));
+    ck_assert_msg(a_errors_reach(3, 10000), "a read with another peer's "
+                  "bitmap rkey did not fail the reader's endpoint");
+
+    ck_assert_msg(!memcmp(slots_copy, (void*)(uintptr_t)victim.slots_addr,
+                          slots_len), "the victim's slots were written");
+    ck_assert_msg(!memcmp(ctrl_copy, (void*)(uintptr_t)victim.ctrl_write_addr,
+                          HOSTILE_CTRL_WRITABLE),
+                  "the victim's control words were written");
+    printf("foreign rkey: %zu bytes of slots and %d of control words of "
+           "the victim unchanged, 3 attacking endpoints failed (%s)\n",
+           slots_len, HOSTILE_CTRL_WRITABLE,
+           ucs_status_string(ep_error_status));
+
+    /* The victim's connection goes on (B's attacked ends may fail) */
+    num_pairs = 1; /* flush_all(): the victim's endpoint only */
+    carries_traffic(0);
+    num_pairs = 4;
+    ck_assert_uint_eq(ep_errors_a, 3);
+    free(slots_copy);
+    free(ctrl_copy);
     teardown_pairs();
 }
 END_TEST
@@ -959,8 +1075,9 @@ START_TEST(test_idle_runs_come_back)
     progress_for_ms(200);
 
     num_pairs = 5;
-    connect_pair(&pairs[3]);
-    connect_pair(&pairs[4]);
+    /* Not opened: B's progress would already serve the one without a run */
+    connect_pair_unopened(&pairs[3], &side_a);
+    connect_pair_unopened(&pairs[4], &side_a);
     printf("idle runs come back: new endpoints with %u and %u slots\n",
            b_slots(3), b_slots(4));
     ck_assert_uint_ge(b_slots(3), 8);
@@ -1149,8 +1266,9 @@ START_TEST(test_stopped_peer_pins_nothing)
         ck_assert_msg(deliver_one(p, 5000), "pair %d: no message", p);
     }
     progress_for_ms(200); /* A and B only: C's endpoints at B go idle */
-    connect_pair(&pairs[3]);
-    connect_pair(&pairs[4]);
+    /* Not opened: B's progress would already serve the one without a run */
+    connect_pair_unopened(&pairs[3], &side_a);
+    connect_pair_unopened(&pairs[4], &side_a);
     ck_assert_uint_eq(b_slots(4), 0);
     start = now_sec();
     ck_assert_msg(deliver_one(4, 15000), "an endpoint without a run got "
@@ -1501,6 +1619,7 @@ void add_conformance_tests(Suite *suite)
     CONFORMANCE_CASE(suite, destroy_drains_qp, 600);
     CONFORMANCE_CASE(suite, mass_failure_cq, 600);
     CONFORMANCE_CASE(suite, hostile_peer_scribbles, 600);
+    CONFORMANCE_CASE(suite, foreign_rkey_refused, 600);
     CONFORMANCE_CASE(suite, nothing_to_unready_peer, 600);
     CONFORMANCE_CASE(suite, orderly_close_is_quiet, 600);
     CONFORMANCE_CASE(suite, many_endpoints_default, 600);

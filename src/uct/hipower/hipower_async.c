@@ -127,7 +127,7 @@ static void uct_hipower_iface_fail_all(uct_hipower_iface_t *iface,
 
     /* The error handler may destroy the endpoint */
     ucs_list_for_each_safe(ep, tmp, &iface->ep_list, list) {
-        if (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) {
+        if (ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) {
             uct_hipower_ep_set_failed(ep, status);
         }
     }

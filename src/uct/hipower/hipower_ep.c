@@ -429,7 +429,7 @@ void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep)
                                         UCT_HIPOWER_EP_FLAG_NOTIFY_READ,
                                         ep->ctrl->written_view,
                                         ep->rx.ring.num_slots,
-                                        ep->ctrl_write_mr->lkey,
+                                        ep->ctrl_write.mr->lkey,
                                         ep->peer.published_addr)) {
         uct_hipower_ep_iface(ep)->stats.notify_reads++;
     }
@@ -684,8 +684,13 @@ ucs_status_t uct_hipower_ep_check(uct_ep_h tl_ep, unsigned flags,
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     ucs_status_t status;
 
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED)) {
+        /* Something to send that fails if the peer is gone */
+        uct_hipower_ep_send_ready(ep);
+        return UCS_OK;
+    }
+
     if ((ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
         ((hipower_txq_outstanding(&ep->txqp.txq) > 0) &&
          !hipower_txq_has_trailing(&ep->txqp.txq))) {
         return UCS_OK;
@@ -724,19 +729,110 @@ ucs_status_t uct_hipower_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
 
     ep_addr->qp_num          = ep->txqp.qp->qp_num;
     ep_addr->slots_addr      = (uintptr_t)ep->rx.slots;
-    ep_addr->slots_rkey      = (ep->rx.mr != NULL) ? ep->rx.mr->rkey : 0;
+    ep_addr->slots_rkey      = (ep->rx.win.mr != NULL) ? ep->rx.win.rkey : 0;
     ep_addr->num_slots       = ep->rx.ring.num_slots;
     ep_addr->slot_stride     = iface->config.layout.stride;
     ep_addr->trailer_offset  = iface->config.layout.trailer_offset;
     ep_addr->align           = iface->config.layout.align;
     ep_addr->align_offset    = iface->config.layout.align_offset;
     ep_addr->ctrl_read_addr  = (uintptr_t)ep->ctrl->consumed;
-    ep_addr->ctrl_read_rkey  = ep->ctrl_read_mr->rkey;
+    ep_addr->ctrl_read_rkey  = ep->ctrl_read.rkey;
     ep_addr->ctrl_write_addr = (uintptr_t)ep->ctrl->written_view;
-    ep_addr->ctrl_write_rkey = ep->ctrl_write_mr->rkey;
+    ep_addr->ctrl_write_rkey = ep->ctrl_write.rkey;
     ep_addr->notify          = iface->config.notify;
     ep_addr->path_mtu        = iface->config.path_mtu;
     return UCS_OK;
+}
+
+/*
+ * Binds the windows of what the peer may reach -- bitmaps it reads, words
+ * it writes, its first run -- to our QP, now that the QP is up. Local
+ * requests: nothing goes to the peer. The peer writes into none of them
+ * before our "ready" (uct_hipower_ep_send_ready()) came, which the send
+ * queue posts after them: a write into a window not bound yet would fail
+ * its connection.
+ */
+static ucs_status_t uct_hipower_ep_open_windows(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uct_hipower_window_t *wins[] = {&ep->ctrl_read, &ep->ctrl_write,
+                                    &ep->rx.win};
+    struct ibv_send_wr wrs[UCT_HIPOWER_CONNECT_WRS - 1];
+    unsigned i, nwr, posted;
+    int ret;
+
+    UCS_STATIC_ASSERT(ucs_static_array_size(wins) ==
+                      ucs_static_array_size(wrs));
+    nwr = 0;
+    for (i = 0; i < ucs_static_array_size(wins); ++i) {
+        if ((wins[i]->mr != NULL) && uct_hipower_window_needs_bind(wins[i])) {
+            uct_hipower_window_bind_wr(wins[i], &wrs[nwr]);
+            wrs[nwr].send_flags = 0;
+            wrs[nwr].next       = &wrs[nwr + 1];
+            ++nwr;
+        }
+    }
+    if (nwr == 0) {
+        return UCS_OK; /* No windows: the MRs admit the peer already */
+    }
+
+    /* Unsignaled: the "ready" after them, or the request that ends the
+     * QP, completes them */
+    posted = uct_hipower_txqp_post(iface, &ep->txqp, wrs, &wrs[nwr - 1], nwr,
+                                   0, &ep->tx.connect_credits, &ret);
+    if (posted != nwr) {
+        return uct_hipower_ep_post_failed(ep, nwr, posted, ret);
+    }
+
+    iface->stats.windows_bound += nwr;
+    return UCS_OK;
+}
+
+/*
+ * Tells the peer "ready": our windows are bound, it may write and read
+ * them. A zero-length write with immediate (it needs no rkey), fenced so
+ * that devices that run requests in parallel finish the binds first.
+ * Sent when the peer is known to listen (its own "ready" came) or when we
+ * have something to send anyway (the user's first operation, a keepalive
+ * check): like a user's request to a peer that never connects, it then
+ * fails after UCX_HIPOWER_RETRY_COUNT retries, and nothing is sent of the
+ * transport's own accord to a peer that may not be connected yet. Once.
+ */
+void uct_hipower_ep_send_ready(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    struct ibv_send_wr wr;
+    unsigned posted;
+    int ret;
+
+    if ((ep->flags & (UCT_HIPOWER_EP_FLAG_QP_UP |
+                      UCT_HIPOWER_EP_FLAG_READY_SENT |
+                      UCT_HIPOWER_EP_FLAG_FAILED)) !=
+        UCT_HIPOWER_EP_FLAG_QP_UP) {
+        return;
+    }
+
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode     = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBV_SEND_FENCE;
+    wr.imm_data   = htonl(UCT_HIPOWER_IMM_READY);
+    posted        = uct_hipower_txqp_post(iface, &ep->txqp, &wr, &wr, 1, 1,
+                                          &ep->tx.connect_credits, &ret);
+    /* What the opening did not take goes back to the interface */
+    iface->tx.cq_credits   += ep->tx.connect_credits;
+    ep->tx.connect_credits  = 0;
+    ep->flags              |= UCT_HIPOWER_EP_FLAG_READY_SENT;
+    if (posted != 1) {
+        uct_hipower_ep_post_failed(ep, 1, posted, ret);
+        uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
+        return;
+    }
+
+    ep->tx.ready_end_sn   = ep->txqp.txq.sn;
+    ep->tx.ready_deadline = (iface->config.grant_timeout ==
+                             UCS_TIME_INFINITY) ? UCS_TIME_INFINITY :
+                            ucs_get_time() + iface->config.grant_timeout;
+    iface->stats.rdma_writes++;
 }
 
 ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
@@ -753,7 +849,7 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     const char *reason;
     ucs_status_t status;
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) {
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) {
         ucs_error(UCT_HIPOWER_EP_FMT ": already connected",
                   UCT_HIPOWER_EP_ARG(ep));
         return UCS_ERR_INVALID_PARAM;
@@ -842,11 +938,68 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     }
 
     ep->peer.dev = *peer_dev;
-    ep->flags   |= UCT_HIPOWER_EP_FLAG_CONNECTED;
+    ep->flags   |= UCT_HIPOWER_EP_FLAG_QP_UP;
+    ++iface->num_unready;
+    status = uct_hipower_ep_open_windows(ep);
+    if (status != UCS_OK) {
+        return status;
+    }
+
     ucs_debug(UCT_HIPOWER_EP_FMT ": connected, %u peer slots %u bytes apart, "
-              "recycle below %u free", UCT_HIPOWER_EP_ARG(ep),
-              ep_addr->num_slots, ep_addr->slot_stride, ep->tx.threshold);
+              "recycle below %u free; waiting for the peer's ready",
+              UCT_HIPOWER_EP_ARG(ep), ep_addr->num_slots,
+              ep_addr->slot_stride, ep->tx.threshold);
     return UCS_OK;
+}
+
+void uct_hipower_ep_peer_bound(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    ucs_assert(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP);
+    ep->flags |= UCT_HIPOWER_EP_FLAG_CONNECTED;
+    uct_hipower_ep_peer_ready(ep);
+    --iface->num_unready;
+    ucs_debug(UCT_HIPOWER_EP_FMT ": the peer's windows are bound",
+              UCT_HIPOWER_EP_ARG(ep));
+
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_READY_SENT)) {
+        uct_hipower_ep_send_ready(ep); /* The answer: the peer listens */
+        return;
+    }
+
+    /* Our own "ready" may have reached the peer's QP before that was
+     * connected, and been dropped: the device would send it again only
+     * after UCX_HIPOWER_TIMEOUT. A request behind it arrives out of
+     * sequence, which makes the peer ask for the missing one at once. */
+    if (((int64_t)(ep->txqp.txq.acked_sn - ep->tx.ready_end_sn) < 0) &&
+        !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) &&
+        uct_hipower_ep_has_room(ep, 1) &&
+        (uct_hipower_ep_post_nop(ep, &iface->tx.cq_credits, NULL) ==
+         UCS_OK)) {
+        iface->stats.ready_nudges++;
+    }
+}
+
+/* The peer's "ready" did not come within UCX_HIPOWER_GRANT_TIMEOUT of
+ * ours: its endpoint fails, no other */
+void uct_hipower_iface_ready_deadline(uct_hipower_iface_t *iface)
+{
+    uct_hipower_ep_t *ep, *tmp;
+
+    ucs_list_for_each_safe(ep, tmp, &iface->ep_list, list) {
+        if (((ep->flags & (UCT_HIPOWER_EP_FLAG_READY_SENT |
+                           UCT_HIPOWER_EP_FLAG_CONNECTED |
+                           UCT_HIPOWER_EP_FLAG_FAILED)) ==
+             UCT_HIPOWER_EP_FLAG_READY_SENT) &&
+            (iface->clock.now > ep->tx.ready_deadline)) {
+            ucs_error(UCT_HIPOWER_EP_FMT ": the peer did not answer our "
+                      "ready within %.1f s (UCX_HIPOWER_GRANT_TIMEOUT)",
+                      UCT_HIPOWER_EP_ARG(ep),
+                      ucs_time_to_sec(iface->config.grant_timeout));
+            uct_hipower_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
+        }
+    }
 }
 
 #if HIPOWER_UCX_IFACE_OPS_V2
@@ -870,7 +1023,7 @@ int uct_hipower_ep_is_connected(const uct_ep_h tl_ep,
     const uct_hipower_device_addr_t *dev;
     const uct_hipower_ep_addr_t *ep_addr;
 
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED)) {
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP)) {
         return 0;
     }
 
@@ -901,25 +1054,22 @@ static ucs_status_t uct_hipower_ep_reg_ctrl(uct_hipower_ep_t *ep)
 
     /* The peer reads our consumed bitmap (recycle) and, in pull mode, our
      * published one; nothing else of ours */
-    status = uct_hipower_md_reg_internal(md, ep->ctrl->consumed,
-                                         UCT_HIPOWER_CTRL_SPAN(consumed,
-                                                               written_view),
-                                         IBV_ACCESS_REMOTE_READ,
-                                         "peer-readable bitmaps",
-                                         &ep->ctrl_read_mr);
+    status = uct_hipower_window_open(iface, ep->ctrl->consumed,
+                                     UCT_HIPOWER_CTRL_SPAN(consumed,
+                                                           written_view),
+                                     IBV_ACCESS_REMOTE_READ,
+                                     "peer-readable bitmaps", &ep->ctrl_read);
     if (status != UCS_OK) {
         return status;
     }
 
     /* The peer writes its bitmap words (push), our sleep generation and
      * its state: all of them concern only its own messages */
-    status = uct_hipower_md_reg_internal(md, ep->ctrl->written_view,
-                                         UCT_HIPOWER_CTRL_SPAN(written_view,
-                                                               peer_consumed),
-                                         IBV_ACCESS_LOCAL_WRITE |
-                                         IBV_ACCESS_REMOTE_WRITE,
-                                         "peer-writable words",
-                                         &ep->ctrl_write_mr);
+    status = uct_hipower_window_open(iface, ep->ctrl->written_view,
+                                     UCT_HIPOWER_CTRL_SPAN(written_view,
+                                                           peer_consumed),
+                                     IBV_ACCESS_REMOTE_WRITE,
+                                     "peer-writable words", &ep->ctrl_write);
     if (status != UCS_OK) {
         goto err_dereg_read;
     }
@@ -937,9 +1087,9 @@ static ucs_status_t uct_hipower_ep_reg_ctrl(uct_hipower_ep_t *ep)
     return UCS_OK;
 
 err_dereg_write:
-    uct_hipower_md_dereg_internal(md, ep->ctrl_write_mr, "peer-writable words");
+    uct_hipower_window_close(iface, &ep->ctrl_write, "peer-writable words");
 err_dereg_read:
-    uct_hipower_md_dereg_internal(md, ep->ctrl_read_mr, "peer-readable bitmaps");
+    uct_hipower_window_close(iface, &ep->ctrl_read, "peer-readable bitmaps");
     return status;
 }
 
@@ -947,10 +1097,9 @@ err_dereg_read:
 static void uct_hipower_ep_dereg_peer_access(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
 
-    uct_hipower_md_dereg_internal(md, ep->ctrl_write_mr, "peer-writable words");
-    uct_hipower_md_dereg_internal(md, ep->ctrl_read_mr, "peer-readable bitmaps");
+    uct_hipower_window_close(iface, &ep->ctrl_write, "peer-writable words");
+    uct_hipower_window_close(iface, &ep->ctrl_read, "peer-readable bitmaps");
 }
 
 /*
@@ -964,7 +1113,6 @@ static void uct_hipower_ep_dereg_peer_access(uct_hipower_ep_t *ep)
 static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
     size_t stride        = iface->config.layout.stride;
     uint32_t first, count, keep;
     ucs_status_t status;
@@ -997,7 +1145,8 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
                   hipower_arena_free_slots(&iface->arena.slots), keep);
         ep->rx.first_slot = 0;
         ep->rx.slots      = NULL;
-        ep->rx.mr         = NULL;
+        ep->rx.win.mr     = NULL;
+        ep->rx.win.mw     = NULL;
         hipower_rx_ring_init(&ep->rx.ring, 0,
                              uct_hipower_ep_consumed(ep, ep->rx.epoch));
         ++iface->pool.num_runless;
@@ -1026,11 +1175,10 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
     hipower_rx_ring_init(&ep->rx.ring, count,
                          uct_hipower_ep_consumed(ep, ep->rx.epoch));
 
-    status = uct_hipower_md_reg_internal(md, ep->rx.slots,
-                                         (size_t)count * stride,
-                                         IBV_ACCESS_LOCAL_WRITE |
-                                         IBV_ACCESS_REMOTE_WRITE,
-                                         "receive slots", &ep->rx.mr);
+    status = uct_hipower_window_open(iface, ep->rx.slots,
+                                     (size_t)count * stride,
+                                     IBV_ACCESS_REMOTE_WRITE, "receive slots",
+                                     &ep->rx.win);
     if (status != UCS_OK) {
         hipower_arena_free(&iface->arena.slots, first, count);
         return status;
@@ -1104,11 +1252,12 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
         goto err_free_rx;
     }
 
-    if (iface->event.rx_cq != NULL) {
-        status = uct_hipower_ep_post_event_recvs(self, UCT_HIPOWER_EVENT_RECVS);
-        if (status != UCS_OK) {
-            goto err_destroy_qp;
-        }
+    status = uct_hipower_ep_post_event_recvs(self,
+                                             uct_hipower_iface_qp_recvs(iface));
+    if (status != UCS_OK) {
+        goto err_destroy_qp;
+    }
+    if (iface->config.notify != UCT_HIPOWER_NOTIFY_PULL) {
         self->flags |= UCT_HIPOWER_EP_FLAG_FIRST_IMM;
     }
 
@@ -1134,9 +1283,12 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     if (!iface->config.demote) {
         uct_hipower_ep_activate(self);
     }
-    /* A credit of the CQ for the request that ends the QP in order
-     * (uct_hipower_ep_end_qp()), taken now so that it is always there */
-    --iface->tx.cq_credits;
+    /* Credits of the CQ for the requests that open the connection
+     * (uct_hipower_ep_open_windows()) and the one that ends the QP in
+     * order (uct_hipower_ep_end_qp()), taken now so that they are always
+     * there */
+    iface->tx.cq_credits       -= UCT_HIPOWER_EP_CQ_ENTRIES;
+    self->tx.connect_credits    = UCT_HIPOWER_CONNECT_WRS;
 
     ucs_debug("hipower %s: ep %p qp 0x%x, %u receive slots", iface->dev_name,
               self, self->txqp.qp->qp_num, self->rx.ring.num_slots);
@@ -1261,7 +1413,9 @@ static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
-    int reserve          = 1;  /* The credit taken at creation */
+    /* The credit taken at creation, and those of the connection's opening
+     * if it never opened */
+    int reserve          = 1 + ep->tx.connect_credits;
     uct_hipower_qp_gc_t *gc;
     int goodbye          = 0;
     khiter_t iter;
@@ -1372,6 +1526,11 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
     }
     if (self->flags & UCT_HIPOWER_EP_FLAG_IMM_DUE) {
         --iface->event.rx_expected;
+    }
+    if ((self->flags & (UCT_HIPOWER_EP_FLAG_QP_UP |
+                        UCT_HIPOWER_EP_FLAG_CONNECTED)) ==
+        UCT_HIPOWER_EP_FLAG_QP_UP) {
+        --iface->num_unready; /* The peer's ready, if any, is flushed */
     }
 
     /* The peer can no longer reach our memory; the QP drains apart */

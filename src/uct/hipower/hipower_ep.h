@@ -5,6 +5,7 @@
 #define UCT_HIPOWER_EP_H_
 
 #include "hipower_iface.h"
+#include "hipower_window.h"
 #include "hipower_txq.h"
 
 #include <uct/base/uct_iov.inl>
@@ -13,6 +14,7 @@
 
 
 enum {
+    /* Usable: our QP is up and the peer said its windows are bound */
     UCT_HIPOWER_EP_FLAG_CONNECTED      = UCS_BIT(0),
     UCT_HIPOWER_EP_FLAG_RECYCLE_READ   = UCS_BIT(1), /* Recycle READ posted */
     UCT_HIPOWER_EP_FLAG_NOTIFY_READ    = UCS_BIT(2), /* Pull READ posted */
@@ -63,7 +65,12 @@ enum {
      * end of this progress call, and nothing more of the peer is read */
     UCT_HIPOWER_EP_FLAG_BAD_FRAME      = UCS_BIT(22),
     /* Receiver: a grant or a release is out, in iface->pool.granting */
-    UCT_HIPOWER_EP_FLAG_GRANT_OUT      = UCS_BIT(23)
+    UCT_HIPOWER_EP_FLAG_GRANT_OUT      = UCS_BIT(23),
+    /* Our QP is connected to the peer's and our windows are bound to it.
+     * FLAG_CONNECTED follows once the peer's "ready" came: only then may
+     * anything be sent into its windows. */
+    UCT_HIPOWER_EP_FLAG_QP_UP          = UCS_BIT(24),
+    UCT_HIPOWER_EP_FLAG_READY_SENT     = UCS_BIT(25)  /* Our "ready" posted */
 };
 
 
@@ -89,8 +96,8 @@ typedef struct uct_hipower_ep {
     uct_base_ep_t                super;
     uct_hipower_txqp_t           txqp;
     uct_hipower_ep_ctrl_t        *ctrl;
-    struct ibv_mr                *ctrl_read_mr;
-    struct ibv_mr                *ctrl_write_mr;
+    uct_hipower_window_t         ctrl_read;    /* Bitmaps the peer reads */
+    uct_hipower_window_t         ctrl_write;   /* Words the peer writes */
     struct ibv_mr                *ctrl_local_mr;
     uint32_t                     flags;
     uint32_t                     fence_beat;   /* Iface fence seen last */
@@ -104,7 +111,7 @@ typedef struct uct_hipower_ep {
     struct {
         hipower_rx_ring_t        ring;
         void                     *slots;
-        struct ibv_mr            *mr;          /* REMOTE_WRITE, our slots */
+        uct_hipower_window_t     win;          /* The peer writes our slots */
         uint32_t                 first_slot;   /* In the arena */
         /* Of the current run: 64 bits like the sender's and the grant
          * record's (a 32-bit one would wrap after 2^32 grants to 0, which
@@ -117,7 +124,7 @@ typedef struct uct_hipower_ep {
         ucs_time_t               grant_deadline; /* Of the grant out */
         struct {                               /* Granted, not yet adopted */
             void                 *slots;
-            struct ibv_mr        *mr;
+            uct_hipower_window_t win;
             uint32_t             first_slot;
             uint32_t             count;        /* 0: no grant out */
         } granted;
@@ -137,6 +144,12 @@ typedef struct uct_hipower_ep {
         uint64_t                 epoch;        /* Of the peer's run we use */
         uint64_t                 ack_flags;    /* For the next trailer */
         uint64_t                 run_req;      /* Written last, or due */
+        /* The opening of the connection: CQ credits the endpoint brought
+         * for it (given back once posted), where its requests end, and
+         * until when the peer's "ready" may take */
+        int                      connect_credits;
+        uint64_t                 ready_end_sn;
+        ucs_time_t               ready_deadline;
     } tx;
 
     struct {
@@ -411,6 +424,9 @@ uct_hipower_ep_op_get(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
     return op;
 }
 
+/* Our "ready", if not sent yet and the QP is up (hipower_ep.c) */
+void uct_hipower_ep_send_ready(uct_hipower_ep_t *ep);
+
 /*
  * Whether a user operation may go out now, resources aside: the endpoint
  * has not failed, is connected, and no pending request is ahead of it
@@ -423,9 +439,15 @@ uct_hipower_ep_user_check(uct_hipower_ep_t *ep)
         return UCS_ERR_ENDPOINT_TIMEOUT;
     }
 
-    if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
-                     (!ucs_queue_is_empty(&ep->pending_q) &&
-                      !(ep->flags & UCT_HIPOWER_EP_FLAG_DISPATCHING)))) {
+    if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED))) {
+        /* Until the peer's windows are bound: the first operation sends
+         * our "ready", whose answer lets it go */
+        uct_hipower_ep_send_ready(ep);
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    if (ucs_unlikely(!ucs_queue_is_empty(&ep->pending_q) &&
+                     !(ep->flags & UCT_HIPOWER_EP_FLAG_DISPATCHING))) {
         return UCS_ERR_NO_RESOURCE;
     }
 
@@ -534,6 +556,12 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc);
  */
 ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
                                        ucs_status_t status);
+
+/* The peer's "ready" came: its windows are bound, the endpoint may send */
+void uct_hipower_ep_peer_bound(uct_hipower_ep_t *ep);
+
+/* Fails the endpoints whose peer's "ready" is overdue */
+void uct_hipower_iface_ready_deadline(uct_hipower_iface_t *iface);
 
 /* The peer's QP is ready: it wrote to us, or a request of ours completed */
 static UCS_F_ALWAYS_INLINE void

@@ -110,28 +110,28 @@ void *uct_hipower_iface_run_clear(uct_hipower_iface_t *iface, uint32_t first,
     return slots;
 }
 
-static void uct_hipower_ep_run_free(uct_hipower_ep_t *ep, struct ibv_mr *mr,
-                                    uint32_t first, uint32_t count)
+static void uct_hipower_ep_run_free(uct_hipower_ep_t *ep,
+                                    uct_hipower_window_t *win, uint32_t first,
+                                    uint32_t count)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
 
     if (count == 0) {
         return; /* No run */
     }
 
-    /* Deregistered first: the peer can no longer write the slots */
-    uct_hipower_md_dereg_internal(md, mr, "receive slots");
+    /* Closed first: the peer can no longer write the slots */
+    uct_hipower_window_close(iface, win, "receive slots");
     hipower_arena_free(&iface->arena.slots, first, count);
 }
 
 void uct_hipower_ep_free_runs(uct_hipower_ep_t *ep)
 {
-    uct_hipower_ep_run_free(ep, ep->rx.mr, ep->rx.first_slot,
+    uct_hipower_ep_run_free(ep, &ep->rx.win, ep->rx.first_slot,
                             ep->rx.ring.num_slots);
     ep->rx.ring.num_slots = 0;
     if (ep->rx.granted.count > 0) {
-        uct_hipower_ep_run_free(ep, ep->rx.granted.mr,
+        uct_hipower_ep_run_free(ep, &ep->rx.granted.win,
                                 ep->rx.granted.first_slot,
                                 ep->rx.granted.count);
         ep->rx.granted.count = 0;
@@ -160,24 +160,28 @@ static void uct_hipower_ep_grant_out(uct_hipower_ep_t *ep, int out)
  * fits one packet, so its epoch, the last word, lands last. It wakes the
  * peer's endpoint as a message would (an immediate if the peer asked for
  * one, uct_hipower_ep_wakeup_check()): an idle peer must look at it, adopt
- * it and answer with the first frame of the new run.
+ * it and answer with the first frame of the new run. A run's window (@a
+ * win, NULL for a release) is bound to our QP by a request before it, so
+ * that the peer, which learns the rkey from the record, finds it bound.
  */
 static ucs_status_t uct_hipower_ep_post_grant(uct_hipower_ep_t *ep,
-                                              void *slots, uint32_t rkey,
+                                              void *slots,
+                                              const uct_hipower_window_t *win,
                                               uint32_t count, uint64_t epoch)
 {
     typeof(ep->ctrl->grant) record;
-    struct ibv_send_wr wr;
+    struct ibv_send_wr bind_wr, wr, *first;
     struct ibv_sge sge;
     ucs_status_t status;
     uint64_t sleep_gen;
+    unsigned nwr;
 
     UCS_STATIC_ASSERT(sizeof(record) == 24);
     /* The receiver's epoch must not wrap before the record's (review L1) */
     UCS_STATIC_ASSERT(sizeof(ep->rx.epoch) == sizeof(record.epoch));
     UCS_STATIC_ASSERT(sizeof(ep->rx.epoch) == sizeof(ep->tx.epoch));
     record.slots_addr = (uintptr_t)slots;
-    record.rkey       = rkey;
+    record.rkey       = (win != NULL) ? win->rkey : 0;
     record.count      = count;
     record.epoch      = epoch;
 
@@ -185,9 +189,21 @@ static ucs_status_t uct_hipower_ep_post_grant(uct_hipower_ep_t *ep,
                            ep->peer.grant_addr);
     sge.length = sizeof(record);
     sleep_gen  = uct_hipower_ep_wakeup_check(ep, &wr);
-    status     = uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL);
+    first      = &wr;
+    nwr        = 1;
+    if ((win != NULL) && uct_hipower_window_needs_bind(win)) {
+        uct_hipower_window_bind_wr(win, &bind_wr);
+        bind_wr.send_flags  = 0;
+        bind_wr.next        = &wr;
+        /* The record leaves after the bind has taken effect */
+        wr.send_flags      |= IBV_SEND_FENCE;
+        first               = &bind_wr;
+        nwr                 = 2;
+    }
+    status     = uct_hipower_ep_post(ep, first, &wr, nwr, 0, NULL);
     if (status == UCS_OK) {
         uct_hipower_ep_wakeup_posted(ep, sleep_gen);
+        uct_hipower_ep_iface(ep)->stats.windows_bound += nwr - 1;
     }
     return status;
 }
@@ -201,7 +217,6 @@ static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
                                      uint32_t min)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
     const hipower_slot_layout_t *layout = &iface->config.layout;
     uint32_t first, count;
     ucs_status_t status;
@@ -217,12 +232,10 @@ static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
     memset(uct_hipower_ep_consumed(ep, ep->rx.epoch + 1), 0,
            UCT_HIPOWER_BITMAP_WORDS * sizeof(hipower_bitmap_word_t));
 
-    status = uct_hipower_md_reg_internal(md, slots,
-                                         (size_t)count * layout->stride,
-                                         IBV_ACCESS_LOCAL_WRITE |
-                                         IBV_ACCESS_REMOTE_WRITE,
-                                         "receive slots",
-                                         &ep->rx.granted.mr);
+    status = uct_hipower_window_open(iface, slots,
+                                     (size_t)count * layout->stride,
+                                     IBV_ACCESS_REMOTE_WRITE, "receive slots",
+                                     &ep->rx.granted.win);
     if (status != UCS_OK) {
         hipower_arena_free(&iface->arena.slots, first, count);
         return 0;
@@ -231,9 +244,9 @@ static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
     ep->rx.granted.slots      = slots;
     ep->rx.granted.first_slot = first;
     ep->rx.granted.count      = count;
-    if (uct_hipower_ep_post_grant(ep, slots, ep->rx.granted.mr->rkey, count,
+    if (uct_hipower_ep_post_grant(ep, slots, &ep->rx.granted.win, count,
                                   ep->rx.epoch + 1) != UCS_OK) {
-        uct_hipower_ep_run_free(ep, ep->rx.granted.mr, first, count);
+        uct_hipower_ep_run_free(ep, &ep->rx.granted.win, first, count);
         ep->rx.granted.count = 0;
         return 0;
     }
@@ -251,7 +264,7 @@ static int uct_hipower_ep_may_grant(uct_hipower_ep_t *ep)
 {
     return (ep->rx.granted.count == 0) &&
            !(ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) &&
-           uct_hipower_ep_may_initiate(ep) && uct_hipower_ep_has_room(ep, 1);
+           uct_hipower_ep_may_initiate(ep) && uct_hipower_ep_has_room(ep, 2);
 }
 
 /* Counts the endpoint among those without a run (or giving it back): the
@@ -379,7 +392,7 @@ static int uct_hipower_ep_rx_release(uct_hipower_ep_t *ep)
 
     if (!iface->config.shared_pool || (ep->rx.ring.num_slots == 0) ||
         !uct_hipower_ep_may_grant(ep) ||
-        (uct_hipower_ep_post_grant(ep, NULL, 0, 0, ep->rx.epoch + 1) !=
+        (uct_hipower_ep_post_grant(ep, NULL, NULL, 0, ep->rx.epoch + 1) !=
          UCS_OK)) {
         return 0;
     }
@@ -387,7 +400,8 @@ static int uct_hipower_ep_rx_release(uct_hipower_ep_t *ep)
     uct_hipower_ep_idle_holder(ep, 0);
     /* What uct_hipower_ep_rx_move() moves to: no run */
     ep->rx.granted.slots      = NULL;
-    ep->rx.granted.mr         = NULL;
+    ep->rx.granted.win.mr     = NULL;
+    ep->rx.granted.win.mw     = NULL;
     ep->rx.granted.first_slot = 0;
     ep->flags |= UCT_HIPOWER_EP_FLAG_RELEASING;
     uct_hipower_ep_grant_out(ep, 1);
@@ -517,11 +531,11 @@ static void uct_hipower_ep_rx_move(uct_hipower_ep_t *ep)
 {
     uint32_t old_count = ep->rx.ring.num_slots;
 
-    uct_hipower_ep_run_free(ep, ep->rx.mr, ep->rx.first_slot, old_count);
+    uct_hipower_ep_run_free(ep, &ep->rx.win, ep->rx.first_slot, old_count);
     hipower_rx_ring_switch(&ep->rx.ring, ep->rx.granted.count,
                            uct_hipower_ep_consumed(ep, ep->rx.epoch + 1));
     ep->rx.slots         = ep->rx.granted.slots;
-    ep->rx.mr            = ep->rx.granted.mr;
+    ep->rx.win           = ep->rx.granted.win;
     ep->rx.first_slot    = ep->rx.granted.first_slot;
     ep->rx.granted.count = 0;
     ++ep->rx.epoch;

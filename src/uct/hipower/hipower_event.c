@@ -105,10 +105,6 @@ ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
     struct ibv_recv_wr wr, *bad_wr;
     int ret;
 
-    if (uct_hipower_ep_iface(ep)->event.rx_cq == NULL) {
-        return UCS_OK;
-    }
-
     /* No buffer: a write with immediate carries its data by RDMA */
     memset(&wr, 0, sizeof(wr));
     for (; count > 0; --count) {
@@ -168,6 +164,16 @@ unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
         --txqp->recvs;
         if (wc[i].status != IBV_WC_SUCCESS) {
             /* Flushed by a failed QP: the send side reports */
+            continue;
+        }
+
+        if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED))) {
+            /* The peer's first write with immediate is its "ready": it
+             * posted it before anything else that carries one */
+            uct_hipower_ep_peer_bound(ep);
+            if (iface->config.notify != UCT_HIPOWER_NOTIFY_PULL) {
+                uct_hipower_ep_post_event_recvs(ep, 1);
+            }
             continue;
         }
 
@@ -407,6 +413,17 @@ ucs_status_t uct_hipower_iface_event_arm(uct_iface_h tl_iface, unsigned events)
         /* Completions that came before the arm made no event */
         if (uct_hipower_iface_poll_cq(iface) > 0) {
             return UCS_ERR_BUSY;
+        }
+
+        /* Sends wait for a peer's "ready" too: its receive wakes us */
+        if (iface->num_unready > 0) {
+            status = uct_hipower_cq_arm(iface, iface->event.rx_cq);
+            if (status != UCS_OK) {
+                return status;
+            }
+            if (uct_hipower_iface_progress_events(iface) > 0) {
+                return UCS_ERR_BUSY;
+            }
         }
     }
 

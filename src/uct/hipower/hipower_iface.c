@@ -193,6 +193,19 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      ucs_offsetof(uct_hipower_iface_config_t, hold_slots),
      UCS_CONFIG_TYPE_BOOL},
 
+    {"MEM_WINDOWS", "try",
+     "How a peer is kept to its own slots and control words. 'y': each\n"
+     "region a peer may write or read is reached through a type-2 memory\n"
+     "window bound to that peer's QP, so the device refuses its rkey on any\n"
+     "other connection (another peer that learns or guesses it gets an\n"
+     "error on its own endpoint); the interface fails to open on a device\n"
+     "without type-2 windows. 'try': windows where the device has them,\n"
+     "the MR's rkey otherwise. 'n': the MR's rkey, which any QP of the\n"
+     "protection domain that has it can use (UCX rc's model for user\n"
+     "memory).",
+     ucs_offsetof(uct_hipower_iface_config_t, mem_windows),
+     UCS_CONFIG_TYPE_TERNARY},
+
     {"STATS", "n",
      "Print the interface's counters to stderr when it is closed.",
      ucs_offsetof(uct_hipower_iface_config_t, print_stats),
@@ -577,10 +590,13 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
         if (ucs_unlikely(!ucs_list_is_empty(&iface->pool.granting))) {
             uct_hipower_iface_grant_deadline(iface);
         }
+        if (ucs_unlikely(iface->num_unready > 0)) {
+            uct_hipower_iface_ready_deadline(iface);
+        }
     }
 
     count = uct_hipower_iface_poll_cq(iface);
-    if ((iface->num_idle + iface->num_wake_due +
+    if ((iface->num_idle + iface->num_wake_due + iface->num_unready +
          iface->pool.num_runless > 0) ||
         ucs_unlikely((iface->event.gen != 0) ||
                      (iface->event.rx_expected > 0))) {
@@ -588,7 +604,8 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
          * so does the peer of one whose sleep handshake's wake-up is still
          * due (its receive must be reposted, and one that comes while the
          * demotion is out counts for the verdict); the peer of one
-         * without a run asks for one with an immediate; someone has slept
+         * without a run asks for one with an immediate; a peer says its
+         * windows are bound with one (its "ready"); someone has slept
          * on this interface; or receive completions are due (flushed
          * receives) */
         count += uct_hipower_iface_progress_events(iface);
@@ -839,6 +856,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     uint32_t eps_possible;
     ucs_status_t status;
     int max_cqe = 0;
+    int has_windows = 0;
     size_t align;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_hipower_iface_ops,
@@ -852,6 +870,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     ucs_list_head_init(&self->active_eps);
     self->num_idle      = 0;
     self->num_wake_due  = 0;
+    self->num_unready   = 0;
     self->clock.now     = ucs_get_time();
     self->clock.calls   = 0;
     ucs_list_head_init(&self->pending_eps);
@@ -941,6 +960,25 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         self->config.max_rma       = ucs_min(self->port_attr.max_msg_sz,
                                              UCS_GBYTE);
         max_cqe                    = dev_attr.max_cqe;
+        has_windows                = !!(dev_attr.device_cap_flags &
+                                        (IBV_DEVICE_MEM_WINDOW_TYPE_2A |
+                                         IBV_DEVICE_MEM_WINDOW_TYPE_2B));
+    }
+
+    if ((config->mem_windows == UCS_YES) && !has_windows) {
+        ucs_error("hipower %s: UCX_HIPOWER_MEM_WINDOWS=y, but the device has "
+                  "no type-2 memory windows: set it to 'try' or 'n' (peers "
+                  "then reach their regions by the MR's rkey)",
+                  self->dev_name);
+        status = UCS_ERR_UNSUPPORTED;
+        goto err;
+    }
+    self->config.windows = (config->mem_windows != UCS_NO) && has_windows;
+    if (!self->config.windows) {
+        ucs_diag("hipower %s: no memory windows (UCX_HIPOWER_MEM_WINDOWS=%s): "
+                 "peers reach their slots by the MR's rkey, valid on every "
+                 "QP of the protection domain", self->dev_name,
+                 (config->mem_windows == UCS_NO) ? "n" : "try");
     }
 
     if (config->tx_cq_len >= max_cqe) {
@@ -971,7 +1009,8 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     if (self->config.shared_pool) {
         eps_possible = ucs_max(config->shared_max_eps, config->max_eps);
     }
-    eps_possible = ucs_min(eps_possible, max_cqe - config->tx_cq_len);
+    eps_possible = ucs_min(eps_possible, (max_cqe - config->tx_cq_len) /
+                                         UCT_HIPOWER_EP_CQ_ENTRIES);
     if (self->config.notify != UCT_HIPOWER_NOTIFY_PULL) {
         eps_possible = ucs_min(eps_possible,
                                max_cqe / UCT_HIPOWER_EVENT_RECVS);
@@ -1005,11 +1044,23 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         if (status != UCS_OK) {
             goto err;
         }
+    } else {
+        /* Pull mode has no wake-ups, but each peer's "ready" (its windows
+         * are bound, hipower_ep.c) takes one receive */
+        self->event.rx_cq = ibv_create_cq(md->ibv_context, eps_possible,
+                                          NULL, NULL, 0);
+        if (self->event.rx_cq == NULL) {
+            ucs_error("hipower %s: ibv_create_cq(%u) for the peers' ready "
+                      "receives failed: %m", self->dev_name, eps_possible);
+            status = UCS_ERR_IO_ERROR;
+            goto err;
+        }
     }
 
-    /* A CQ entry for every request in flight, and one more per endpoint
-     * for the request that ends its QP (hipower_txq.h, hipower_ep.c) */
-    self->tx.cq_len     = config->tx_cq_len + eps_possible;
+    /* A CQ entry for every request in flight, and more per endpoint for
+     * the requests that open and end its QP (hipower_txq.h, hipower_ep.c) */
+    self->tx.cq_len     = config->tx_cq_len +
+                          (eps_possible * UCT_HIPOWER_EP_CQ_ENTRIES);
     self->tx.cq_credits = self->tx.cq_len;
     self->cq = ibv_create_cq(md->ibv_context, self->tx.cq_len, NULL,
                              self->event.channel, 0);

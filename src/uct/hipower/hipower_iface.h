@@ -78,6 +78,7 @@ typedef struct uct_hipower_iface_config {
     unsigned                     shared_max_eps;
     int                          hold_slots;
     int                          print_stats;
+    ucs_ternary_auto_value_t     mem_windows;
     unsigned                     gid_index;
     unsigned                     sl;
     unsigned                     traffic_class;
@@ -149,6 +150,9 @@ typedef struct uct_hipower_iface {
     ucs_list_link_t              active_eps;
     unsigned                     num_idle;
     unsigned                     num_wake_due; /* Eps with FLAG_WAKE_DUE */
+    /* Endpoints whose QP is up and whose peer's "ready" (its windows are
+     * bound) has not come: progress polls their receives */
+    unsigned                     num_unready;
     /* Progress reads the clock once per UCT_HIPOWER_CLOCK_CALLS calls */
     struct {
         ucs_time_t               now;
@@ -201,6 +205,8 @@ typedef struct uct_hipower_iface {
         uct_hipower_notify_t     notify;
         unsigned                 announce_batch;
         int                      hold_slots;   /* Handlers may keep slots */
+        int                      windows;      /* Peers' regions behind
+                                                  type-2 windows */
         int                      print_stats;
         unsigned                 gid_index;
         unsigned                 sl;
@@ -303,8 +309,22 @@ static inline void *uct_hipower_tx_op_buffer(uct_hipower_tx_op_t *op)
 
 
 /* Receive work requests per QP for wake-up writes (one per sleep at most,
- * and a peer's first write) */
-#define UCT_HIPOWER_EVENT_RECVS      4
+ * a peer's first write, and its "ready") */
+#define UCT_HIPOWER_EVENT_RECVS      5
+
+/* Receives each QP keeps posted: pull mode has no wake-ups, only the
+ * peer's "ready" */
+#define uct_hipower_iface_qp_recvs(_iface) \
+    (((_iface)->config.notify == UCT_HIPOWER_NOTIFY_PULL) ? 1 : \
+     UCT_HIPOWER_EVENT_RECVS)
+
+/* Work requests that open an endpoint's connection: the binds of its
+ * three windows and the "ready" write (hipower_ep.c) */
+#define UCT_HIPOWER_CONNECT_WRS      4
+
+/* Send-CQ entries each endpoint brings along: those of its connection's
+ * opening and one for the request that ends its QP */
+#define UCT_HIPOWER_EP_CQ_ENTRIES    (UCT_HIPOWER_CONNECT_WRS + 1)
 
 /* Progress calls per clock read: the idle test needs no finer time */
 #define UCT_HIPOWER_CLOCK_CALLS      64

@@ -23,7 +23,8 @@ ucs_status_t uct_hipower_qp_create(uct_hipower_iface_t *iface,
     int ret;
 
     /* Nothing is ever received by SEND; the receive queue only takes the
-     * peer's wake-up writes (hipower_event.c), in push mode */
+     * peer's writes with immediate: its "ready" (hipower_ep.c) and, in
+     * self and push modes, its wake-ups (hipower_event.c) */
     memset(&init_attr, 0, sizeof(init_attr));
     init_attr.qp_type             = IBV_QPT_RC;
     init_attr.send_cq             = iface->cq;
@@ -34,13 +35,9 @@ ucs_status_t uct_hipower_qp_create(uct_hipower_iface_t *iface,
     /* am_zcopy: its header, the iov and the slot trailer */
     init_attr.cap.max_send_sge    = UCT_HIPOWER_MAX_IOV + 2;
     init_attr.cap.max_inline_data = iface->config.max_inline;
-    if (iface->event.rx_cq != NULL) {
-        init_attr.recv_cq          = iface->event.rx_cq;
-        init_attr.cap.max_recv_wr  = UCT_HIPOWER_EVENT_RECVS;
-        init_attr.cap.max_recv_sge = 1;
-    } else {
-        init_attr.recv_cq          = iface->cq;
-    }
+    init_attr.recv_cq             = iface->event.rx_cq;
+    init_attr.cap.max_recv_wr     = uct_hipower_iface_qp_recvs(iface);
+    init_attr.cap.max_recv_sge    = 1;
 
     qp = ibv_create_qp(md->pd, &init_attr);
     if (qp == NULL) {

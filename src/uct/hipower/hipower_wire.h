@@ -25,7 +25,8 @@ typedef struct uct_hipower_device_addr {
 typedef struct uct_hipower_ep_addr {
     uint32_t                     qp_num;
     uint64_t                     slots_addr;      /* Our receive slots */
-    uint32_t                     slots_rkey;      /* REMOTE_WRITE, slots only */
+    uint32_t                     slots_rkey;      /* Window: REMOTE_WRITE, our
+                                                     slots, our QP only */
     uint16_t                     num_slots;
     uint32_t                     slot_stride;     /* Bytes between slots */
     uint32_t                     trailer_offset;  /* Of the trailer in a slot */
@@ -44,5 +45,10 @@ typedef struct uct_hipower_ep_addr {
  * else is ignored */
 #define UCT_HIPOWER_PEER_STATE_READY   0x52454459ull /* "REDY" */
 #define UCT_HIPOWER_PEER_STATE_CLOSED  0x434c4f53ull /* "CLOS" */
+
+/* The immediate of a connection's first write with immediate, the peer's
+ * "ready": its windows are bound, we may write and read them
+ * (hipower_ep.c). It is told apart by coming first, not by its value. */
+#define UCT_HIPOWER_IMM_READY          0x52454459u
 
 #endif
