@@ -1075,9 +1075,8 @@ START_TEST(test_idle_runs_come_back)
     progress_for_ms(200);
 
     num_pairs = 5;
-    /* Not opened: B's progress would already serve the one without a run */
-    connect_pair_unopened(&pairs[3], &side_a);
-    connect_pair_unopened(&pairs[4], &side_a);
+    connect_pair(&pairs[3]);
+    connect_pair(&pairs[4]);
     printf("idle runs come back: new endpoints with %u and %u slots\n",
            b_slots(3), b_slots(4));
     ck_assert_uint_ge(b_slots(3), 8);
@@ -1266,9 +1265,8 @@ START_TEST(test_stopped_peer_pins_nothing)
         ck_assert_msg(deliver_one(p, 5000), "pair %d: no message", p);
     }
     progress_for_ms(200); /* A and B only: C's endpoints at B go idle */
-    /* Not opened: B's progress would already serve the one without a run */
-    connect_pair_unopened(&pairs[3], &side_a);
-    connect_pair_unopened(&pairs[4], &side_a);
+    connect_pair(&pairs[3]);
+    connect_pair(&pairs[4]);
     ck_assert_uint_eq(b_slots(4), 0);
     start = now_sec();
     ck_assert_msg(deliver_one(4, 15000), "an endpoint without a run got "

@@ -3,8 +3,6 @@
  */
 #include "fixture.h"
 
-#include <hipower_wire.h>
-
 
 /* uct_config_modify() of a hipower setting by its name without the
  * "HIPOWER_" prefix, on every UCX: 1.13 matches the bare name, while
@@ -258,66 +256,7 @@ void close_side(side_t *side)
     free(side->dev_addr);
 }
 
-static ucs_status_t open_probe_cb(uct_pending_req_t *req)
-{
-    return UCS_OK;
-}
-
-static void open_purge_cb(uct_pending_req_t *req, void *arg)
-{
-}
-
-/*
- * hipower writes nothing into a peer's slots before the peer said "ready"
- * (its windows are bound to its QP, hipower_ep.c): the first operation
- * of a new endpoint returns UCS_ERR_NO_RESOURCE until the peer's progress
- * has answered. Tests whose first send must go out at once open the
- * endpoint first, by UCT calls alone: a keepalive check sends our
- * "ready", and a pending request is refused (UCS_ERR_BUSY) once a message
- * would go.
- */
-static void open_endpoint(pair_t *pair, side_t *from)
-{
-    uct_ep_h ep = pair->ep_a;
-    uct_hipower_ep_addr_t addr;
-    uct_pending_req_t req;
-    ucs_status_t status;
-    unsigned spins;
-
-    if (!strcmp(fixture_tl(), "hipower")) {
-        ck_assert_uint_eq(side_b.attr.ep_addr_len, sizeof(addr));
-        ck_assert_int_eq(uct_ep_get_address(pair->ep_b,
-                                            (uct_ep_addr_t*)&addr), UCS_OK);
-        if (addr.num_slots == 0) {
-            /* B's pool had no run for it: its first send asks for one,
-             * nothing goes out at once anyway */
-            return;
-        }
-    }
-
-    req.func = open_probe_cb;
-    ck_assert_int_eq(uct_ep_check(ep, 0, NULL), UCS_OK);
-    for (spins = 0; spins < 20000000; ++spins) {
-        status = uct_ep_pending_add(ep, &req, 0);
-        if (status == UCS_ERR_BUSY) {
-            return;
-        }
-        ck_assert_int_eq(status, UCS_OK);
-        uct_ep_pending_purge(ep, open_purge_cb, NULL);
-        uct_worker_progress(from->worker);
-        uct_worker_progress(side_b.worker);
-    }
-    ck_abort_msg("the endpoint to %s was not ready after %u progress calls",
-                 side_b.dev, spins);
-}
-
 void connect_pair_from(pair_t *pair, side_t *from)
-{
-    connect_pair_unopened(pair, from);
-    open_endpoint(pair, from);
-}
-
-void connect_pair_unopened(pair_t *pair, side_t *from)
 {
     uct_ep_params_t params;
     void *addr_a, *addr_b;

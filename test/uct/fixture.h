@@ -130,12 +130,8 @@ const char *fixture_component(void);
 void open_side(side_t *side, const char *dev);
 void close_side(side_t *side);
 void connect_pair(pair_t *pair);
-/* A pair whose sending end is on @a from instead of A; opened: its first
- * send goes out at once (the peer's "ready" came, see fixture.c) */
+/* A pair whose sending end is on @a from instead of A */
 void connect_pair_from(pair_t *pair, side_t *from);
-/* Connected, not opened: the first operation sends our "ready" and
- * returns UCS_ERR_NO_RESOURCE until B's progress has answered */
-void connect_pair_unopened(pair_t *pair, side_t *from);
 void setup_pairs(int n);
 void flush_comp_cb(uct_completion_t *self);
 /* Flushes every endpoint and waits, progressing only the sender side */

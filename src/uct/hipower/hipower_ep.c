@@ -264,8 +264,14 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc)
 
     hipower_txq_completed(&ep->txqp.txq, wc->wr_id, &iface->tx.cq_credits);
     if (ucs_likely(wc->status == IBV_WC_SUCCESS)) {
-        /* It was acknowledged: the peer's QP is ready */
-        uct_hipower_ep_peer_ready(ep);
+        if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_READY)) &&
+            (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) &&
+            ((int64_t)(wc->wr_id - ep->tx.hello_sn) >= 0)) {
+            /* Acknowledged after our hello: the peer's QP took the hello,
+             * so its windows are bound (a request before the hello, such
+             * as a keepalive probe, proves only that the QP is up) */
+            uct_hipower_ep_peer_ready(ep);
+        }
         uct_hipower_ep_retire_ops(ep, wc->wr_id);
     } else if ((ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
                              UCT_HIPOWER_EP_FLAG_CANCELED)) ||
@@ -347,7 +353,7 @@ static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
     struct ibv_sge sge;
     uct_hipower_tx_op_t *op;
 
-    if ((ep->flags & flag) || !(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
+    if ((ep->flags & flag) || !(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) ||
         (ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
                       UCT_HIPOWER_EP_FLAG_CANCELED |
                       UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ||
@@ -461,7 +467,7 @@ unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep)
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     unsigned count;
 
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) ||
         (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
         return 0;
     }
@@ -543,7 +549,7 @@ ucs_status_t uct_hipower_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
     /* Busy only when an active message would go now (the admission of
      * hipower_ep_am.c): a caller that retries must not be refused again */
     if (ucs_queue_is_empty(&ep->pending_q) &&
-        (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) &&
+        (ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) &&
         !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) &&
         (hipower_tx_ring_free(&ep->tx.ring) > 0) &&
         uct_hipower_ep_has_room(ep, uct_hipower_ep_msg_wrs(ep) + 1)) {
@@ -684,13 +690,8 @@ ucs_status_t uct_hipower_ep_check(uct_ep_h tl_ep, unsigned flags,
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     ucs_status_t status;
 
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED)) {
-        /* Something to send that fails if the peer is gone */
-        uct_hipower_ep_send_ready(ep);
-        return UCS_OK;
-    }
-
     if ((ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
+        !(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) ||
         ((hipower_txq_outstanding(&ep->txqp.txq) > 0) &&
          !hipower_txq_has_trailing(&ep->txqp.txq))) {
         return UCS_OK;
@@ -746,11 +747,14 @@ ucs_status_t uct_hipower_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
 
 /*
  * Binds the windows of what the peer may reach -- bitmaps it reads, words
- * it writes, its first run -- to our QP, now that the QP is up. Local
- * requests: nothing goes to the peer. The peer writes into none of them
- * before our "ready" (uct_hipower_ep_send_ready()) came, which the send
- * queue posts after them: a write into a window not bound yet would fail
- * its connection.
+ * it writes, its first run -- to our QP, now that the QP can post, waits
+ * until the device has done so, and only then posts our receives: a peer
+ * that writes into a window not bound yet fails its connection, and the
+ * peer's first request into our windows is its hello, a write with
+ * immediate, which the device refuses with "receiver not ready" (retried
+ * by the peer) while we have no receive posted. So the peer never finds a
+ * window unbound, even if it sent before we connected (docs/protocol.md,
+ * 1.1). Local requests only: nothing goes to the peer here.
  */
 static ucs_status_t uct_hipower_ep_open_windows(uct_hipower_ep_t *ep)
 {
@@ -758,6 +762,7 @@ static ucs_status_t uct_hipower_ep_open_windows(uct_hipower_ep_t *ep)
     uct_hipower_window_t *wins[] = {&ep->ctrl_read, &ep->ctrl_write,
                                     &ep->rx.win};
     struct ibv_send_wr wrs[UCT_HIPOWER_CONNECT_WRS - 1];
+    ucs_status_t status;
     unsigned i, nwr, posted;
     int ret;
 
@@ -772,33 +777,39 @@ static ucs_status_t uct_hipower_ep_open_windows(uct_hipower_ep_t *ep)
             ++nwr;
         }
     }
-    if (nwr == 0) {
-        return UCS_OK; /* No windows: the MRs admit the peer already */
+
+    if (nwr > 0) {
+        posted = uct_hipower_txqp_post(iface, &ep->txqp, wrs, &wrs[nwr - 1],
+                                       nwr, 1, &ep->tx.connect_credits, &ret);
+        if (posted != nwr) {
+            return uct_hipower_ep_post_failed(ep, nwr, posted, ret);
+        }
+        iface->stats.windows_bound += nwr;
+
+        status = uct_hipower_iface_wait_qp(iface, &ep->txqp,
+                                           "memory window binds");
+        if (status != UCS_OK) {
+            return status;
+        }
     }
 
-    /* Unsignaled: the "ready" after them, or the request that ends the
-     * QP, completes them */
-    posted = uct_hipower_txqp_post(iface, &ep->txqp, wrs, &wrs[nwr - 1], nwr,
-                                   0, &ep->tx.connect_credits, &ret);
-    if (posted != nwr) {
-        return uct_hipower_ep_post_failed(ep, nwr, posted, ret);
-    }
-
-    iface->stats.windows_bound += nwr;
-    return UCS_OK;
+    return uct_hipower_ep_post_event_recvs(ep,
+                                           uct_hipower_iface_qp_recvs(iface));
 }
 
 /*
- * Tells the peer "ready": our windows are bound, it may write and read
- * them. A zero-length write with immediate (it needs no rkey), fenced so
- * that devices that run requests in parallel finish the binds first.
- * Sent when the peer is known to listen (its own "ready" came) or when we
- * have something to send anyway (the user's first operation, a keepalive
- * check): like a user's request to a peer that never connects, it then
- * fails after UCX_HIPOWER_RETRY_COUNT retries, and nothing is sent of the
- * transport's own accord to a peer that may not be connected yet. Once.
+ * Said before our first request into the peer's windows: a zero-length
+ * write with immediate (it needs no rkey). It takes one of the peer's
+ * receives, which the peer posts only once its windows are bound
+ * (uct_hipower_ep_open_windows()): until then the peer's device answers
+ * "receiver not ready" and ours sends it again, and everything behind it
+ * on the QP waits. Its immediate is the first-contact wake-up, as a write
+ * that wakes the peer carries (uct_hipower_ep_wakeup_check()). Not sent
+ * at connect: a peer that connects later than our retries last would fail
+ * an endpoint that sent nothing; it goes with the first operation, like
+ * that operation would. With the CQ credits the endpoint brought.
  */
-void uct_hipower_ep_send_ready(uct_hipower_ep_t *ep)
+ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     struct ibv_send_wr wr;
@@ -806,33 +817,33 @@ void uct_hipower_ep_send_ready(uct_hipower_ep_t *ep)
     int ret;
 
     if ((ep->flags & (UCT_HIPOWER_EP_FLAG_QP_UP |
-                      UCT_HIPOWER_EP_FLAG_READY_SENT |
+                      UCT_HIPOWER_EP_FLAG_CONNECTED |
                       UCT_HIPOWER_EP_FLAG_FAILED)) !=
         UCT_HIPOWER_EP_FLAG_QP_UP) {
-        return;
+        return (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ? UCS_OK :
+               UCS_ERR_NO_RESOURCE;
     }
 
     memset(&wr, 0, sizeof(wr));
-    wr.opcode     = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = IBV_SEND_FENCE;
-    wr.imm_data   = htonl(UCT_HIPOWER_IMM_READY);
-    posted        = uct_hipower_txqp_post(iface, &ep->txqp, &wr, &wr, 1, 1,
-                                          &ep->tx.connect_credits, &ret);
+    wr.opcode   = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.imm_data = htonl((uint32_t)*(volatile uint64_t*)
+                        &ep->ctrl->peer_sleep_gen);
+    posted      = uct_hipower_txqp_post(iface, &ep->txqp, &wr, &wr, 1, 0,
+                                        &ep->tx.connect_credits, &ret);
     /* What the opening did not take goes back to the interface */
     iface->tx.cq_credits   += ep->tx.connect_credits;
     ep->tx.connect_credits  = 0;
-    ep->flags              |= UCT_HIPOWER_EP_FLAG_READY_SENT;
     if (posted != 1) {
-        uct_hipower_ep_post_failed(ep, 1, posted, ret);
+        ucs_error(UCT_HIPOWER_EP_FMT ": ibv_post_send(hello) failed: %s",
+                  UCT_HIPOWER_EP_ARG(ep), strerror(ret));
         uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
-        return;
+        return UCS_ERR_IO_ERROR;
     }
 
-    ep->tx.ready_end_sn   = ep->txqp.txq.sn;
-    ep->tx.ready_deadline = (iface->config.grant_timeout ==
-                             UCS_TIME_INFINITY) ? UCS_TIME_INFINITY :
-                            ucs_get_time() + iface->config.grant_timeout;
+    ep->flags    |= UCT_HIPOWER_EP_FLAG_CONNECTED;
+    ep->tx.hello_sn = ep->txqp.txq.sn - 1;
     iface->stats.rdma_writes++;
+    return UCS_OK;
 }
 
 ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
@@ -938,68 +949,16 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     }
 
     ep->peer.dev = *peer_dev;
-    ep->flags   |= UCT_HIPOWER_EP_FLAG_QP_UP;
-    ++iface->num_unready;
     status = uct_hipower_ep_open_windows(ep);
     if (status != UCS_OK) {
         return status;
     }
 
+    ep->flags   |= UCT_HIPOWER_EP_FLAG_QP_UP;
     ucs_debug(UCT_HIPOWER_EP_FMT ": connected, %u peer slots %u bytes apart, "
-              "recycle below %u free; waiting for the peer's ready",
-              UCT_HIPOWER_EP_ARG(ep), ep_addr->num_slots,
-              ep_addr->slot_stride, ep->tx.threshold);
+              "recycle below %u free", UCT_HIPOWER_EP_ARG(ep),
+              ep_addr->num_slots, ep_addr->slot_stride, ep->tx.threshold);
     return UCS_OK;
-}
-
-void uct_hipower_ep_peer_bound(uct_hipower_ep_t *ep)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-
-    ucs_assert(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP);
-    ep->flags |= UCT_HIPOWER_EP_FLAG_CONNECTED;
-    uct_hipower_ep_peer_ready(ep);
-    --iface->num_unready;
-    ucs_debug(UCT_HIPOWER_EP_FMT ": the peer's windows are bound",
-              UCT_HIPOWER_EP_ARG(ep));
-
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_READY_SENT)) {
-        uct_hipower_ep_send_ready(ep); /* The answer: the peer listens */
-        return;
-    }
-
-    /* Our own "ready" may have reached the peer's QP before that was
-     * connected, and been dropped: the device would send it again only
-     * after UCX_HIPOWER_TIMEOUT. A request behind it arrives out of
-     * sequence, which makes the peer ask for the missing one at once. */
-    if (((int64_t)(ep->txqp.txq.acked_sn - ep->tx.ready_end_sn) < 0) &&
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) &&
-        uct_hipower_ep_has_room(ep, 1) &&
-        (uct_hipower_ep_post_nop(ep, &iface->tx.cq_credits, NULL) ==
-         UCS_OK)) {
-        iface->stats.ready_nudges++;
-    }
-}
-
-/* The peer's "ready" did not come within UCX_HIPOWER_GRANT_TIMEOUT of
- * ours: its endpoint fails, no other */
-void uct_hipower_iface_ready_deadline(uct_hipower_iface_t *iface)
-{
-    uct_hipower_ep_t *ep, *tmp;
-
-    ucs_list_for_each_safe(ep, tmp, &iface->ep_list, list) {
-        if (((ep->flags & (UCT_HIPOWER_EP_FLAG_READY_SENT |
-                           UCT_HIPOWER_EP_FLAG_CONNECTED |
-                           UCT_HIPOWER_EP_FLAG_FAILED)) ==
-             UCT_HIPOWER_EP_FLAG_READY_SENT) &&
-            (iface->clock.now > ep->tx.ready_deadline)) {
-            ucs_error(UCT_HIPOWER_EP_FMT ": the peer did not answer our "
-                      "ready within %.1f s (UCX_HIPOWER_GRANT_TIMEOUT)",
-                      UCT_HIPOWER_EP_ARG(ep),
-                      ucs_time_to_sec(iface->config.grant_timeout));
-            uct_hipower_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
-        }
-    }
 }
 
 #if HIPOWER_UCX_IFACE_OPS_V2
@@ -1252,11 +1211,8 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
         goto err_free_rx;
     }
 
-    status = uct_hipower_ep_post_event_recvs(self,
-                                             uct_hipower_iface_qp_recvs(iface));
-    if (status != UCS_OK) {
-        goto err_destroy_qp;
-    }
+    /* The receives are posted once the windows are bound
+     * (uct_hipower_ep_open_windows()) */
     if (iface->config.notify != UCT_HIPOWER_NOTIFY_PULL) {
         self->flags |= UCT_HIPOWER_EP_FLAG_FIRST_IMM;
     }
@@ -1526,11 +1482,6 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
     }
     if (self->flags & UCT_HIPOWER_EP_FLAG_IMM_DUE) {
         --iface->event.rx_expected;
-    }
-    if ((self->flags & (UCT_HIPOWER_EP_FLAG_QP_UP |
-                        UCT_HIPOWER_EP_FLAG_CONNECTED)) ==
-        UCT_HIPOWER_EP_FLAG_QP_UP) {
-        --iface->num_unready; /* The peer's ready, if any, is flushed */
     }
 
     /* The peer can no longer reach our memory; the QP drains apart */

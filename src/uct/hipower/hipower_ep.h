@@ -14,16 +14,17 @@
 
 
 enum {
-    /* Usable: our QP is up and the peer said its windows are bound */
+    /* Usable: our QP is up and our hello to the peer is posted */
     UCT_HIPOWER_EP_FLAG_CONNECTED      = UCS_BIT(0),
     UCT_HIPOWER_EP_FLAG_RECYCLE_READ   = UCS_BIT(1), /* Recycle READ posted */
     UCT_HIPOWER_EP_FLAG_NOTIFY_READ    = UCS_BIT(2), /* Pull READ posted */
     UCT_HIPOWER_EP_FLAG_PENDING_LISTED = UCS_BIT(4), /* In iface pending_eps */
     UCT_HIPOWER_EP_FLAG_FAILED         = UCS_BIT(5),
     UCT_HIPOWER_EP_FLAG_DISPATCHING    = UCS_BIT(6), /* Pending dispatch runs */
-    /* The peer's QP is known to be ready (it wrote to us, or a request of
-     * ours completed): only then does the transport send anything of its
-     * own accord (pull reads, sleep handshakes, goodbye) */
+    /* The peer's windows are known to be bound (it wrote to us, or a
+     * request of ours after our hello completed): only then does the
+     * transport send anything of its own accord (pull reads, sleep
+     * handshakes, grants, goodbye) */
     UCT_HIPOWER_EP_FLAG_PEER_READY     = UCS_BIT(7),
     /* The peer destroyed its endpoint in order (it wrote "closed"): no
      * more transport-initiated traffic to it, and no error for it */
@@ -66,11 +67,10 @@ enum {
     UCT_HIPOWER_EP_FLAG_BAD_FRAME      = UCS_BIT(22),
     /* Receiver: a grant or a release is out, in iface->pool.granting */
     UCT_HIPOWER_EP_FLAG_GRANT_OUT      = UCS_BIT(23),
-    /* Our QP is connected to the peer's and our windows are bound to it.
-     * FLAG_CONNECTED follows once the peer's "ready" came: only then may
-     * anything be sent into its windows. */
-    UCT_HIPOWER_EP_FLAG_QP_UP          = UCS_BIT(24),
-    UCT_HIPOWER_EP_FLAG_READY_SENT     = UCS_BIT(25)  /* Our "ready" posted */
+    /* connect_to_ep() done: our QP is connected to the peer's, our windows
+     * are bound to it and our receives posted. FLAG_CONNECTED follows with
+     * the hello before our first write into the peer's windows. */
+    UCT_HIPOWER_EP_FLAG_QP_UP          = UCS_BIT(24)
 };
 
 
@@ -144,12 +144,10 @@ typedef struct uct_hipower_ep {
         uint64_t                 epoch;        /* Of the peer's run we use */
         uint64_t                 ack_flags;    /* For the next trailer */
         uint64_t                 run_req;      /* Written last, or due */
-        /* The opening of the connection: CQ credits the endpoint brought
-         * for it (given back once posted), where its requests end, and
-         * until when the peer's "ready" may take */
+        /* CQ credits the endpoint brought for the opening of its
+         * connection: window binds and hello (hipower_ep.c) */
         int                      connect_credits;
-        uint64_t                 ready_end_sn;
-        ucs_time_t               ready_deadline;
+        uint64_t                 hello_sn;     /* Work request of the hello */
     } tx;
 
     struct {
@@ -424,13 +422,21 @@ uct_hipower_ep_op_get(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
     return op;
 }
 
-/* Our "ready", if not sent yet and the QP is up (hipower_ep.c) */
-void uct_hipower_ep_send_ready(uct_hipower_ep_t *ep);
+/* Waits for every request of @a txqp to complete, setting other QPs'
+ * completions aside for the next poll (hipower_iface.c) */
+ucs_status_t uct_hipower_iface_wait_qp(uct_hipower_iface_t *iface,
+                                       uct_hipower_txqp_t *txqp,
+                                       const char *what);
+
+/* Before the first write into the peer's windows: UCS_OK once said
+ * (hipower_ep.c) */
+ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep);
 
 /*
  * Whether a user operation may go out now, resources aside: the endpoint
  * has not failed, is connected, and no pending request is ahead of it
- * (pending requests go first, so that operations keep their order).
+ * (pending requests go first, so that operations keep their order). The
+ * first one says hello to the peer first (uct_hipower_ep_hello()).
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_hipower_ep_user_check(uct_hipower_ep_t *ep)
@@ -439,10 +445,8 @@ uct_hipower_ep_user_check(uct_hipower_ep_t *ep)
         return UCS_ERR_ENDPOINT_TIMEOUT;
     }
 
-    if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED))) {
-        /* Until the peer's windows are bound: the first operation sends
-         * our "ready", whose answer lets it go */
-        uct_hipower_ep_send_ready(ep);
+    if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) &&
+                     (uct_hipower_ep_hello(ep) != UCS_OK))) {
         return UCS_ERR_NO_RESOURCE;
     }
 
@@ -557,13 +561,8 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc);
 ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
                                        ucs_status_t status);
 
-/* The peer's "ready" came: its windows are bound, the endpoint may send */
-void uct_hipower_ep_peer_bound(uct_hipower_ep_t *ep);
-
-/* Fails the endpoints whose peer's "ready" is overdue */
-void uct_hipower_iface_ready_deadline(uct_hipower_iface_t *iface);
-
-/* The peer's QP is ready: it wrote to us, or a request of ours completed */
+/* The peer's windows are bound: it wrote to us, or a request of ours after
+ * our hello completed */
 static UCS_F_ALWAYS_INLINE void
 uct_hipower_ep_peer_ready(uct_hipower_ep_t *ep)
 {
@@ -710,12 +709,12 @@ void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep);
 /* Whether the transport may send something of its own to the peer now */
 static UCS_F_ALWAYS_INLINE int uct_hipower_ep_may_initiate(uct_hipower_ep_t *ep)
 {
-    return (ep->flags & (UCT_HIPOWER_EP_FLAG_CONNECTED |
+    return (ep->flags & (UCT_HIPOWER_EP_FLAG_QP_UP |
                          UCT_HIPOWER_EP_FLAG_PEER_READY |
                          UCT_HIPOWER_EP_FLAG_PEER_CLOSED |
                          UCT_HIPOWER_EP_FLAG_FAILED |
                          UCT_HIPOWER_EP_FLAG_CANCELED)) ==
-           (UCT_HIPOWER_EP_FLAG_CONNECTED | UCT_HIPOWER_EP_FLAG_PEER_READY);
+           (UCT_HIPOWER_EP_FLAG_QP_UP | UCT_HIPOWER_EP_FLAG_PEER_READY);
 }
 
 /* Posts a signaled zero-length write on the endpoint, from @a cq_credits

@@ -167,16 +167,6 @@ unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
             continue;
         }
 
-        if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED))) {
-            /* The peer's first write with immediate is its "ready": it
-             * posted it before anything else that carries one */
-            uct_hipower_ep_peer_bound(ep);
-            if (iface->config.notify != UCT_HIPOWER_NOTIFY_PULL) {
-                uct_hipower_ep_post_event_recvs(ep, 1);
-            }
-            continue;
-        }
-
         uct_hipower_ep_peer_ready(ep);
         if (ep->flags & UCT_HIPOWER_EP_FLAG_FIRST_IMM) {
             /* The peer's first write: counted when its message came */
@@ -336,7 +326,7 @@ static ucs_status_t uct_hipower_iface_arm_recv(uct_hipower_iface_t *iface)
     /* Idle endpoints need no handshake: their peers write with an
      * immediate already (hipower_active.h) */
     ucs_list_for_each(ep, &iface->active_eps, active_list) {
-        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
+        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) ||
             (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
             continue;
         }
@@ -413,17 +403,6 @@ ucs_status_t uct_hipower_iface_event_arm(uct_iface_h tl_iface, unsigned events)
         /* Completions that came before the arm made no event */
         if (uct_hipower_iface_poll_cq(iface) > 0) {
             return UCS_ERR_BUSY;
-        }
-
-        /* Sends wait for a peer's "ready" too: its receive wakes us */
-        if (iface->num_unready > 0) {
-            status = uct_hipower_cq_arm(iface, iface->event.rx_cq);
-            if (status != UCS_OK) {
-                return status;
-            }
-            if (uct_hipower_iface_progress_events(iface) > 0) {
-                return UCS_ERR_BUSY;
-            }
         }
     }
 

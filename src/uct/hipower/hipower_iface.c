@@ -475,7 +475,7 @@ static ucs_status_t uct_hipower_iface_flush(uct_iface_h tl_iface,
     ucs_status_t status;
 
     ucs_list_for_each(ep, &iface->ep_list, list) {
-        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
+        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) ||
             (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
             continue;
         }
@@ -506,12 +506,50 @@ static ucs_status_t uct_hipower_iface_flush(uct_iface_h tl_iface,
     return UCS_INPROGRESS;
 }
 
+/* One completion of the send CQ to its endpoint, or to the QP record of a
+ * destroyed one */
+static void uct_hipower_iface_tx_wc(uct_hipower_iface_t *iface,
+                                    struct ibv_wc *wc)
+{
+    uct_hipower_txqp_t *txqp;
+    khiter_t iter;
+
+    iter = kh_get(uct_hipower_qp_ep, &iface->qp_eps, wc->qp_num);
+    if (ucs_unlikely(iter == kh_end(&iface->qp_eps))) {
+        /* QPs are destroyed only once drained: cannot happen */
+        ucs_diag("hipower %s: completion of unknown qp 0x%x",
+                 iface->dev_name, wc->qp_num);
+        return;
+    }
+
+    txqp = kh_value(&iface->qp_eps, iter);
+    if (ucs_unlikely(txqp->is_gc)) {
+        uct_hipower_gc_tx_completion(txqp, wc);
+    } else {
+        uct_hipower_ep_tx_completion(uct_hipower_txqp_ep(txqp), wc);
+    }
+}
+
+/* The completions uct_hipower_iface_wait_qp() set aside, in their order */
+static unsigned uct_hipower_iface_unstash(uct_hipower_iface_t *iface)
+{
+    unsigned i, count = iface->tx.stash.count;
+
+    iface->tx.stash.count = 0;
+    for (i = 0; i < count; ++i) {
+        uct_hipower_iface_tx_wc(iface, &iface->tx.stash.wcs[i]);
+    }
+    return count;
+}
+
 unsigned uct_hipower_iface_poll_cq(uct_hipower_iface_t *iface)
 {
     struct ibv_wc wc[UCT_HIPOWER_CQ_BATCH];
-    uct_hipower_txqp_t *txqp;
-    khiter_t iter;
     int i, num_wcs;
+
+    if (ucs_unlikely(iface->tx.stash.count > 0)) {
+        return uct_hipower_iface_unstash(iface);
+    }
 
     num_wcs = ibv_poll_cq(iface->cq, UCT_HIPOWER_CQ_BATCH, wc);
     if (num_wcs <= 0) {
@@ -524,28 +562,72 @@ unsigned uct_hipower_iface_poll_cq(uct_hipower_iface_t *iface)
 
     iface->stats.tx_completions += num_wcs;
     for (i = 0; i < num_wcs; ++i) {
-        iter = kh_get(uct_hipower_qp_ep, &iface->qp_eps, wc[i].qp_num);
-        if (ucs_unlikely(iter == kh_end(&iface->qp_eps))) {
-            /* QPs are destroyed only once drained: cannot happen */
-            ucs_diag("hipower %s: completion of unknown qp 0x%x",
-                     iface->dev_name, wc[i].qp_num);
-            continue;
-        }
-
-        txqp = kh_value(&iface->qp_eps, iter);
-        if (ucs_unlikely(wc[i].opcode & IBV_WC_RECV)) {
-            /* No receive is ever posted on this CQ */
-            iface->stats.rx_completions++;
-        }
-
-        if (ucs_unlikely(txqp->is_gc)) {
-            uct_hipower_gc_tx_completion(txqp, &wc[i]);
-        } else {
-            uct_hipower_ep_tx_completion(uct_hipower_txqp_ep(txqp), &wc[i]);
-        }
+        uct_hipower_iface_tx_wc(iface, &wc[i]);
     }
 
     return num_wcs;
+}
+
+/*
+ * Waits until every request of one QP has completed, polling the send CQ
+ * outside progress (connect_to_ep(): the window binds must be done before
+ * the QP takes the peer's hello). Other QPs' completions are set aside,
+ * not handled here -- their callbacks belong in progress -- and the next
+ * poll delivers them first.
+ */
+ucs_status_t uct_hipower_iface_wait_qp(uct_hipower_iface_t *iface,
+                                       uct_hipower_txqp_t *txqp,
+                                       const char *what)
+{
+    ucs_time_t deadline = ucs_get_time() +
+                          ucs_time_from_sec(UCT_HIPOWER_WAIT_QP_SEC);
+    struct ibv_wc wc, *wcs;
+    unsigned size;
+    int num_wcs;
+
+    while (hipower_txq_outstanding(&txqp->txq) > 0) {
+        num_wcs = ibv_poll_cq(iface->cq, 1, &wc);
+        if (num_wcs < 0) {
+            ucs_error("hipower %s: ibv_poll_cq() failed: %d", iface->dev_name,
+                      num_wcs);
+            return UCS_ERR_IO_ERROR;
+        } else if (num_wcs == 0) {
+            if (ucs_get_time() > deadline) {
+                ucs_error("hipower %s: %s on qp 0x%x did not complete within "
+                          "%d s", iface->dev_name, what, txqp->qp->qp_num,
+                          UCT_HIPOWER_WAIT_QP_SEC);
+                return UCS_ERR_TIMED_OUT;
+            }
+            continue;
+        }
+
+        iface->stats.tx_completions++;
+        if (wc.qp_num != txqp->qp->qp_num) {
+            if (iface->tx.stash.count == iface->tx.stash.size) {
+                size = ucs_max(16, 2 * iface->tx.stash.size);
+                wcs  = ucs_realloc(iface->tx.stash.wcs, size * sizeof(*wcs),
+                                   "hipower stashed completions");
+                if (wcs == NULL) {
+                    ucs_error("hipower %s: no memory to set %u completions "
+                              "aside", iface->dev_name, size);
+                    return UCS_ERR_NO_MEMORY;
+                }
+                iface->tx.stash.wcs  = wcs;
+                iface->tx.stash.size = size;
+            }
+            iface->tx.stash.wcs[iface->tx.stash.count++] = wc;
+            continue;
+        }
+
+        hipower_txq_completed(&txqp->txq, wc.wr_id, &iface->tx.cq_credits);
+        if (wc.status != IBV_WC_SUCCESS) {
+            ucs_error("hipower %s: %s on qp 0x%x failed: %s", iface->dev_name,
+                      what, txqp->qp->qp_num, ibv_wc_status_str(wc.status));
+            return UCS_ERR_IO_ERROR;
+        }
+    }
+
+    return UCS_OK;
 }
 
 /*
@@ -590,13 +672,10 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
         if (ucs_unlikely(!ucs_list_is_empty(&iface->pool.granting))) {
             uct_hipower_iface_grant_deadline(iface);
         }
-        if (ucs_unlikely(iface->num_unready > 0)) {
-            uct_hipower_iface_ready_deadline(iface);
-        }
     }
 
     count = uct_hipower_iface_poll_cq(iface);
-    if ((iface->num_idle + iface->num_wake_due + iface->num_unready +
+    if ((iface->num_idle + iface->num_wake_due + iface->event.poll_always +
          iface->pool.num_runless > 0) ||
         ucs_unlikely((iface->event.gen != 0) ||
                      (iface->event.rx_expected > 0))) {
@@ -604,8 +683,8 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
          * so does the peer of one whose sleep handshake's wake-up is still
          * due (its receive must be reposted, and one that comes while the
          * demotion is out counts for the verdict); the peer of one
-         * without a run asks for one with an immediate; a peer says its
-         * windows are bound with one (its "ready"); someone has slept
+         * without a run asks for one with an immediate; pull mode (no
+         * active set) takes each peer's hello as it comes; someone has slept
          * on this interface; or receive completions are due (flushed
          * receives) */
         count += uct_hipower_iface_progress_events(iface);
@@ -870,7 +949,6 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     ucs_list_head_init(&self->active_eps);
     self->num_idle      = 0;
     self->num_wake_due  = 0;
-    self->num_unready   = 0;
     self->clock.now     = ucs_get_time();
     self->clock.calls   = 0;
     ucs_list_head_init(&self->pending_eps);
@@ -1038,6 +1116,11 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->event.gen         = 0;
     self->event.gen_seq     = 0;
     self->event.rx_expected = 0;
+    self->event.poll_always = (self->config.notify ==
+                               UCT_HIPOWER_NOTIFY_PULL);
+    self->tx.stash.wcs      = NULL;
+    self->tx.stash.count    = 0;
+    self->tx.stash.size     = 0;
     if (self->config.notify != UCT_HIPOWER_NOTIFY_PULL) {
         status = uct_hipower_iface_event_init(self, UCT_HIPOWER_EVENT_RECVS *
                                                     eps_possible);
@@ -1045,8 +1128,8 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
             goto err;
         }
     } else {
-        /* Pull mode has no wake-ups, but each peer's "ready" (its windows
-         * are bound, hipower_ep.c) takes one receive */
+        /* Pull mode has no wake-ups, but each peer's hello (hipower_ep.c)
+         * takes one receive */
         self->event.rx_cq = ibv_create_cq(md->ibv_context, eps_possible,
                                           NULL, NULL, 0);
         if (self->event.rx_cq == NULL) {
@@ -1166,6 +1249,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_iface_t)
                  strerror(ret));
     }
     uct_hipower_iface_event_cleanup(self);
+    ucs_free(self->tx.stash.wcs);
     kh_destroy_inplace(uct_hipower_qp_ep, &self->qp_eps);
 }
 

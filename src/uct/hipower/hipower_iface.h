@@ -150,9 +150,6 @@ typedef struct uct_hipower_iface {
     ucs_list_link_t              active_eps;
     unsigned                     num_idle;
     unsigned                     num_wake_due; /* Eps with FLAG_WAKE_DUE */
-    /* Endpoints whose QP is up and whose peer's "ready" (its windows are
-     * bound) has not come: progress polls their receives */
-    unsigned                     num_unready;
     /* Progress reads the clock once per UCT_HIPOWER_CLOCK_CALLS calls */
     struct {
         ucs_time_t               now;
@@ -166,6 +163,14 @@ typedef struct uct_hipower_iface {
     struct {
         int                      cq_credits;   /* Free entries of cq (see
                                                   hipower_txq.h) */
+        /* Completions taken off cq while connect_to_ep() waited for its
+         * binds (uct_hipower_iface_wait_qp()): the next poll hands them
+         * out first */
+        struct {
+            struct ibv_wc        *wcs;
+            unsigned             count;
+            unsigned             size;
+        } stash;
         unsigned                 cq_len;       /* Its depth */
         uint32_t                 fence_beat;   /* uct_iface_fence() count */
         int                      starved;      /* A post found no credits */
@@ -258,6 +263,8 @@ typedef struct uct_hipower_iface {
         int                      new_gen;      /* Next arm starts a new one */
         unsigned                 rx_expected;  /* Receive completions due that
                                                   no sleeper waits for */
+        unsigned                 poll_always;  /* Pull mode: 1, rx_cq polled
+                                                  in every progress call */
     } event;
 
     uint64_t                     async_seq;    /* Device events handled */
@@ -309,22 +316,25 @@ static inline void *uct_hipower_tx_op_buffer(uct_hipower_tx_op_t *op)
 
 
 /* Receive work requests per QP for wake-up writes (one per sleep at most,
- * a peer's first write, and its "ready") */
+ * the peer's hello and its first write) */
 #define UCT_HIPOWER_EVENT_RECVS      5
 
 /* Receives each QP keeps posted: pull mode has no wake-ups, only the
- * peer's "ready" */
+ * peer's hello */
 #define uct_hipower_iface_qp_recvs(_iface) \
     (((_iface)->config.notify == UCT_HIPOWER_NOTIFY_PULL) ? 1 : \
      UCT_HIPOWER_EVENT_RECVS)
 
 /* Work requests that open an endpoint's connection: the binds of its
- * three windows and the "ready" write (hipower_ep.c) */
+ * three windows and the hello (hipower_ep.c) */
 #define UCT_HIPOWER_CONNECT_WRS      4
 
 /* Send-CQ entries each endpoint brings along: those of its connection's
  * opening and one for the request that ends its QP */
 #define UCT_HIPOWER_EP_CQ_ENTRIES    (UCT_HIPOWER_CONNECT_WRS + 1)
+
+/* How long connect_to_ep() waits for its window binds to complete */
+#define UCT_HIPOWER_WAIT_QP_SEC      5
 
 /* Progress calls per clock read: the idle test needs no finer time */
 #define UCT_HIPOWER_CLOCK_CALLS      64

@@ -45,8 +45,6 @@
     _f(goodbyes)         /* "Closed" written to a peer on endpoint destroy */ \
     _f(windows_bound)    /* Memory windows bound to a peer's QP: three at \
                             connect, one per run granted */ \
-    _f(ready_nudges)     /* Writes after our "ready" that make a peer that \
-                            dropped it (not connected yet) ask again */ \
     _f(async_events)     /* Device events that concerned this interface */ \
     _f(ep_visits)        /* Endpoints a progress call looked at: active \
                             ones only (hipower_active.h) */ \

@@ -46,9 +46,4 @@ typedef struct uct_hipower_ep_addr {
 #define UCT_HIPOWER_PEER_STATE_READY   0x52454459ull /* "REDY" */
 #define UCT_HIPOWER_PEER_STATE_CLOSED  0x434c4f53ull /* "CLOS" */
 
-/* The immediate of a connection's first write with immediate, the peer's
- * "ready": its windows are bound, we may write and read them
- * (hipower_ep.c). It is told apart by coming first, not by its value. */
-#define UCT_HIPOWER_IMM_READY          0x52454459u
-
 #endif
