@@ -765,6 +765,27 @@ START_TEST(test_foreign_rkey_refused)
 }
 END_TEST
 
+/* One pair, connected on A's side only; B connects with *addr_a later
+ * (the caller frees both addresses) */
+static void connect_a_only(void **addr_a, void **addr_b)
+{
+    uct_ep_params_t params;
+
+    setup_pairs(0);
+    num_pairs = 1;
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+    params.iface      = side_a.iface;
+    ck_assert_int_eq(uct_ep_create(&params, &pairs[0].ep_a), UCS_OK);
+    params.iface      = side_b.iface;
+    ck_assert_int_eq(uct_ep_create(&params, &pairs[0].ep_b), UCS_OK);
+    *addr_a = malloc(side_a.attr.ep_addr_len);
+    *addr_b = malloc(side_b.attr.ep_addr_len);
+    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_a, *addr_a), UCS_OK);
+    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_b, *addr_b), UCS_OK);
+    ck_assert_int_eq(uct_ep_connect_to_ep(pairs[0].ep_a, side_b.dev_addr,
+                                          *addr_b), UCS_OK);
+}
+
 /*
  * A sends before B has connected (UCT allows it: RC sends again until the
  * peer's QP is up, as rc_verbs does). A's hello and first messages reach
@@ -775,7 +796,6 @@ END_TEST
  */
 START_TEST(test_send_before_peer_connects)
 {
-    uct_ep_params_t params;
     void *addr_a, *addr_b;
     unsigned i, sent, spins;
     ucs_status_t status;
@@ -783,19 +803,7 @@ START_TEST(test_send_before_peer_connects)
 
     setenv("UCX_HIPOWER_TIMEOUT", "50ms", 1);
     setenv("UCX_HIPOWER_RETRY_COUNT", "6", 1);
-    setup_pairs(0);
-    num_pairs = 1;
-    params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
-    params.iface      = side_a.iface;
-    ck_assert_int_eq(uct_ep_create(&params, &pairs[0].ep_a), UCS_OK);
-    params.iface      = side_b.iface;
-    ck_assert_int_eq(uct_ep_create(&params, &pairs[0].ep_b), UCS_OK);
-    addr_a = malloc(side_a.attr.ep_addr_len);
-    addr_b = malloc(side_b.attr.ep_addr_len);
-    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_a, addr_a), UCS_OK);
-    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_b, addr_b), UCS_OK);
-    ck_assert_int_eq(uct_ep_connect_to_ep(pairs[0].ep_a, side_b.dev_addr,
-                                          addr_b), UCS_OK);
+    connect_a_only(&addr_a, &addr_b);
     pairs[0].next_seq = pairs[0].expected_seq = 0;
     alloc_zbufs();
     /* What A can send at once, B's QP not connected */
@@ -846,26 +854,13 @@ END_TEST
  */
 START_TEST(test_nothing_to_unready_peer)
 {
-    uct_ep_params_t params;
     void *addr_a, *addr_b;
     unsigned i, spins;
     double start;
 
     setenv("UCX_HIPOWER_TIMEOUT", "50ms", 1);
     setenv("UCX_HIPOWER_RETRY_COUNT", "3", 1);
-    setup_pairs(0);
-    num_pairs = 1;
-    params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
-    params.iface      = side_a.iface;
-    ck_assert_int_eq(uct_ep_create(&params, &pairs[0].ep_a), UCS_OK);
-    params.iface      = side_b.iface;
-    ck_assert_int_eq(uct_ep_create(&params, &pairs[0].ep_b), UCS_OK);
-    addr_a = malloc(side_a.attr.ep_addr_len);
-    addr_b = malloc(side_b.attr.ep_addr_len);
-    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_a, addr_a), UCS_OK);
-    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_b, addr_b), UCS_OK);
-    ck_assert_int_eq(uct_ep_connect_to_ep(pairs[0].ep_a, side_b.dev_addr,
-                                          addr_b), UCS_OK);
+    connect_a_only(&addr_a, &addr_b);
 
     /* A progresses, and tries to sleep where it can, for 1 s */
     start = now_sec();
