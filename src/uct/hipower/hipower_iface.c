@@ -1053,10 +1053,16 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     }
     self->config.windows = (config->mem_windows != UCS_NO) && has_windows;
     if (!self->config.windows) {
-        ucs_diag("hipower %s: no memory windows (UCX_HIPOWER_MEM_WINDOWS=%s): "
-                 "peers reach their slots by the MR's rkey, valid on every "
-                 "QP of the protection domain", self->dev_name,
-                 (config->mem_windows == UCS_NO) ? "n" : "try");
+        /* Asked for (n): said once at diag level; found missing: warned */
+        ucs_log((config->mem_windows == UCS_NO) ? UCS_LOG_LEVEL_DIAG :
+                UCS_LOG_LEVEL_WARN,
+                "hipower %s: %s: peers reach their slots and control words "
+                "by the MRs' rkeys, valid on every QP of the protection "
+                "domain (a peer that learns another's rkey can write its "
+                "slots)", self->dev_name,
+                (config->mem_windows == UCS_NO) ?
+                "UCX_HIPOWER_MEM_WINDOWS=n" :
+                "the device has no type-2 memory windows");
     }
 
     if (config->tx_cq_len >= max_cqe) {
