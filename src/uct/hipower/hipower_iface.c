@@ -530,14 +530,27 @@ static void uct_hipower_iface_tx_wc(uct_hipower_iface_t *iface,
     }
 }
 
-/* The completions uct_hipower_iface_wait_qp() set aside, in their order */
+/* The completions uct_hipower_iface_wait_qp() set aside, in their order.
+ * A callback may connect another endpoint and set more aside: they go to
+ * a new array, handed out by the next poll. */
 static unsigned uct_hipower_iface_unstash(uct_hipower_iface_t *iface)
 {
-    unsigned i, count = iface->tx.stash.count;
+    struct ibv_wc *wcs = iface->tx.stash.wcs;
+    unsigned size      = iface->tx.stash.size;
+    unsigned i, count  = iface->tx.stash.count;
 
+    iface->tx.stash.wcs   = NULL;
+    iface->tx.stash.size  = 0;
     iface->tx.stash.count = 0;
     for (i = 0; i < count; ++i) {
-        uct_hipower_iface_tx_wc(iface, &iface->tx.stash.wcs[i]);
+        uct_hipower_iface_tx_wc(iface, &wcs[i]);
+    }
+
+    if (iface->tx.stash.wcs == NULL) {
+        iface->tx.stash.wcs  = wcs;  /* Kept for the next time */
+        iface->tx.stash.size = size;
+    } else {
+        ucs_free(wcs);
     }
     return count;
 }
