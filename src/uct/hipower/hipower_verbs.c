@@ -23,7 +23,7 @@ ucs_status_t uct_hipower_qp_create(uct_hipower_iface_t *iface,
     int ret;
 
     /* Nothing is ever received by SEND; the receive queue only takes the
-     * peer's writes with immediate: its "ready" (hipower_ep.c) and, in
+     * peer's writes with immediate: its hello (hipower_ep.c) and, in
      * self and push modes, its wake-ups (hipower_event.c) */
     memset(&init_attr, 0, sizeof(init_attr));
     init_attr.qp_type             = IBV_QPT_RC;
