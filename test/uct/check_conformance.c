@@ -17,6 +17,8 @@
  *  - nothing of the transport's own goes to a peer whose QP is not ready
  *    yet, or that closed its endpoint in order: no error for either;
  *  - an interface closed with endpoints open neither crashes nor leaks;
+ *  - endpoints created, connected and destroyed in UCX's async thread (as
+ *    UCP's wire-up does) while the user's thread sends and progresses;
  *  - at default settings one interface serves at least the max_num_eps it
  *    reports, 256 or more, and refuses an endpoint only when out of room;
  *  - the data handed to AM handlers is aligned as the interface asked;
@@ -28,7 +30,10 @@
 #include <hipower_slot.h>
 #include <hipower_bitmap.h>
 
+#include <ucs/async/async.h>
+
 #include <inttypes.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -767,6 +772,18 @@ END_TEST
 
 /* One pair, connected on A's side only; B connects with *addr_a later
  * (the caller frees both addresses) */
+/* Every one of @a sent messages arrived intact and in order, no endpoint
+ * failed; then the pairs go */
+static void all_arrived_cleanly(uint64_t sent)
+{
+    ck_assert_uint_eq(received, sent);
+    ck_assert_uint_eq(ep_errors_a, 0);
+    ck_assert_uint_eq(ep_errors_b, 0);
+    free_zbufs();
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+
 static void connect_a_only(void **addr_a, void **addr_b)
 {
     uct_ep_params_t params;
@@ -836,12 +853,7 @@ START_TEST(test_send_before_peer_connects)
     }
     printf("send before the peer connects: %u messages sent before, all "
            "%"PRIu64" arrived\n", sent, received);
-    ck_assert_uint_eq(received, sent + 100);
-    ck_assert_uint_eq(ep_errors_a, 0);
-    ck_assert_uint_eq(ep_errors_b, 0);
-    free_zbufs();
-    ck_assert_int_eq(errors, 0);
-    teardown_pairs();
+    all_arrived_cleanly(sent + 100);
 }
 END_TEST
 
@@ -1299,6 +1311,77 @@ START_TEST(test_churn_over_reused_slots)
 END_TEST
 
 /*
+ * UCP creates, connects and destroys endpoints from its wire-up handler,
+ * which UCX's async thread runs (ud_verbs' timer) holding the worker's
+ * async lock, while the user's thread sends and progresses. Here a second
+ * thread does so, holding both sides' async locks as UCP does, 150 times,
+ * while this thread keeps traffic going on another pair. Every connect
+ * must succeed (its window binds complete: once they timed out when the
+ * user's thread took their completions), every message arrive once, in
+ * order, checksummed, and no endpoint fail.
+ */
+static volatile int wireup_done;
+static unsigned wireup_cycles;
+
+static void *async_wireup_thread(void *arg)
+{
+    pair_t pair;
+    unsigned i;
+
+    for (i = 0; i < 150; ++i) {
+        UCS_ASYNC_BLOCK(side_a.async);
+        UCS_ASYNC_BLOCK(side_b.async);
+        connect_pair(&pair);
+        UCS_ASYNC_UNBLOCK(side_b.async);
+        UCS_ASYNC_UNBLOCK(side_a.async);
+        usleep(next_rand() % 2000);
+        UCS_ASYNC_BLOCK(side_a.async);
+        UCS_ASYNC_BLOCK(side_b.async);
+        uct_ep_destroy(pair.ep_b);
+        uct_ep_destroy(pair.ep_a);
+        UCS_ASYNC_UNBLOCK(side_b.async);
+        UCS_ASYNC_UNBLOCK(side_a.async);
+        ++wireup_cycles;
+    }
+    wireup_done = 1;
+    return NULL;
+}
+
+START_TEST(test_async_wireup)
+{
+    pthread_t thread;
+    uint64_t sent = 0;
+    unsigned spins;
+    ucs_status_t status;
+
+    setup_pairs(1);
+    alloc_zbufs();
+    wireup_done = 0;
+    ck_assert_int_eq(pthread_create(&thread, NULL, async_wireup_thread,
+                                    NULL), 0);
+    while (!wireup_done) {
+        status = send_one(&pairs[0], 0, 1, random_length(sent % 3),
+                          sent % 3);
+        if (status == UCS_OK) {
+            ++sent;
+        } else {
+            ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
+        }
+        progress(1, 1);
+    }
+    ck_assert_int_eq(pthread_join(thread, NULL), 0);
+    flush_all();
+    for (spins = 0; (received < sent) && (spins < 20000000); ++spins) {
+        progress(1, 1);
+    }
+    printf("async wire-up: %u endpoint pairs created, connected and "
+           "destroyed by another thread; %"PRIu64" messages sent meanwhile, "
+           "%"PRIu64" arrived\n", wireup_cycles, sent, received);
+    all_arrived_cleanly(sent);
+}
+END_TEST
+
+/*
  * A peer that stops calling progress must not pin the shared pool (review
  * H1): peers on a third interface C, which never calls progress, hold runs
  * at B and go idle; an endpoint from A starts without a run and asks. B
@@ -1691,6 +1774,7 @@ void add_conformance_tests(Suite *suite)
     CONFORMANCE_CASE(suite, many_endpoints_default, 600);
     CONFORMANCE_CASE(suite, idle_runs_come_back, 600);
     CONFORMANCE_CASE(suite, churn_over_reused_slots, 600);
+    CONFORMANCE_CASE(suite, async_wireup, 600);
     CONFORMANCE_CASE(suite, push_waits_for_trailer, 600);
     CONFORMANCE_CASE(suite, stopped_peer_pins_nothing, 600);
     CONFORMANCE_CASE(suite, rnr_stall_fails_endpoint, 600);

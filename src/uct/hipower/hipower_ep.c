@@ -18,6 +18,7 @@
 #include "hipower_verbs.h"
 
 #include <ucs/arch/bitops.h>
+#include <ucs/async/async.h>
 #include <ucs/arch/cpu.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -49,20 +50,30 @@ typedef struct uct_hipower_qp_gc {
 
 static void uct_hipower_ep_check_peer_state(uct_hipower_ep_t *ep);
 
+/* Under the worker's async lock: UCP's wire-up may destroy another
+ * endpoint in UCX's async thread meanwhile, which unlists it from the same
+ * list (see uct_hipower_iface_progress()) */
 void uct_hipower_ep_add_pending_list(uct_hipower_ep_t *ep)
 {
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
     if (!(ep->flags & UCT_HIPOWER_EP_FLAG_PENDING_LISTED)) {
-        ucs_list_add_tail(&uct_hipower_ep_iface(ep)->pending_eps,
-                          &ep->pending_list);
+        UCS_ASYNC_BLOCK(iface->super.worker->async);
+        ucs_list_add_tail(&iface->pending_eps, &ep->pending_list);
         ep->flags |= UCT_HIPOWER_EP_FLAG_PENDING_LISTED;
+        UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     }
 }
 
 static void uct_hipower_ep_del_pending_list(uct_hipower_ep_t *ep)
 {
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
     if (ep->flags & UCT_HIPOWER_EP_FLAG_PENDING_LISTED) {
+        UCS_ASYNC_BLOCK(iface->super.worker->async);
         ucs_list_del(&ep->pending_list);
         ep->flags &= ~UCT_HIPOWER_EP_FLAG_PENDING_LISTED;
+        UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     }
 }
 
@@ -831,7 +842,7 @@ ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep)
     posted      = uct_hipower_txqp_post(iface, &ep->txqp, &wr, &wr, 1, 0,
                                         &ep->tx.connect_credits, &ret);
     /* What the opening did not take goes back to the interface */
-    iface->tx.cq_credits   += ep->tx.connect_credits;
+    hipower_credits_add(&iface->tx.cq_credits, ep->tx.connect_credits);
     ep->tx.connect_credits  = 0;
     if (posted != 1) {
         ucs_error(UCT_HIPOWER_EP_FMT ": ibv_post_send(hello) failed: %s",
@@ -1243,7 +1254,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
      * (uct_hipower_ep_open_windows()) and the one that ends the QP in
      * order (uct_hipower_ep_end_qp()), taken now so that they are always
      * there */
-    iface->tx.cq_credits       -= UCT_HIPOWER_EP_CQ_ENTRIES;
+    hipower_credits_add(&iface->tx.cq_credits, -UCT_HIPOWER_EP_CQ_ENTRIES);
     self->tx.connect_credits    = UCT_HIPOWER_CONNECT_WRS;
 
     ucs_debug("hipower %s: ep %p qp 0x%x, %u receive slots", iface->dev_name,
@@ -1276,7 +1287,7 @@ static void uct_hipower_qp_gc_free(uct_hipower_qp_gc_t *gc)
 
     uct_hipower_qp_destroy(iface, gc->txqp.qp);
     uct_hipower_txqp_drop_ops(&gc->txqp, UINT64_MAX / 2);
-    iface->tx.cq_credits        += gc->reserve;
+    hipower_credits_add(&iface->tx.cq_credits, gc->reserve);
     iface->event.rx_expected    -= gc->txqp.recvs;
     uct_hipower_md_dereg_internal(md, gc->ctrl_local_mr, "local bitmaps");
     ucs_free(gc->ctrl);
@@ -1405,7 +1416,7 @@ static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
             kh_del(uct_hipower_qp_ep, &iface->qp_eps, iter);
         }
         uct_hipower_qp_destroy(iface, ep->txqp.qp);
-        iface->tx.cq_credits += reserve;
+        hipower_credits_add(&iface->tx.cq_credits, reserve);
         uct_hipower_md_dereg_internal(md, ep->ctrl_local_mr, "local bitmaps");
         ucs_free(ep->ctrl);
         return;
@@ -1424,8 +1435,8 @@ static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
         }
         uct_hipower_qp_destroy(iface, ep->txqp.qp);
         uct_hipower_txqp_drop_ops(&ep->txqp, UINT64_MAX / 2);
-        iface->tx.cq_credits += reserve +
-                                hipower_txq_outstanding(&ep->txqp.txq);
+        hipower_credits_add(&iface->tx.cq_credits, reserve +
+                            (int)hipower_txq_outstanding(&ep->txqp.txq));
         uct_hipower_md_dereg_internal(md, ep->ctrl_local_mr, "local bitmaps");
         ucs_free(ep->ctrl);
         return;

@@ -41,6 +41,7 @@
 
 #include "hipower_ep.h"
 
+#include <ucs/async/async.h>
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>
 #include <ucs/sys/sys.h>
@@ -380,14 +381,10 @@ static ucs_status_t uct_hipower_iface_arm_recv(uct_hipower_iface_t *iface)
     return UCS_OK;
 }
 
-ucs_status_t uct_hipower_iface_event_arm(uct_iface_h tl_iface, unsigned events)
+static ucs_status_t uct_hipower_iface_do_event_arm(uct_hipower_iface_t *iface,
+                                                   unsigned events)
 {
-    uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
     ucs_status_t status;
-
-    if (iface->event.channel == NULL) {
-        return UCS_ERR_UNSUPPORTED;
-    }
 
     status = uct_hipower_iface_event_drain(iface);
     if (status != UCS_OK) {
@@ -415,6 +412,23 @@ ucs_status_t uct_hipower_iface_event_arm(uct_iface_h tl_iface, unsigned events)
     }
 
     return UCS_OK;
+}
+
+/* Polls the send CQ and walks the endpoints: under the worker's async lock,
+ * like progress (uct_hipower_iface_progress()) */
+ucs_status_t uct_hipower_iface_event_arm(uct_iface_h tl_iface, unsigned events)
+{
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
+    ucs_status_t status;
+
+    if (iface->event.channel == NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    status = uct_hipower_iface_do_event_arm(iface, events);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return status;
 }
 
 

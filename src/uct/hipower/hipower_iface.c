@@ -10,6 +10,7 @@
 #include "hipower_verbs.h"
 
 #include <uct/base/uct_component.h>
+#include <ucs/async/async.h>
 #include <ucs/arch/cpu.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -465,11 +466,10 @@ static int uct_hipower_iface_is_reachable(const uct_iface_h tl_iface,
             iface->gid.global.subnet_prefix);
 }
 
-static ucs_status_t uct_hipower_iface_flush(uct_iface_h tl_iface,
-                                            unsigned flags,
-                                            uct_completion_t *comp)
+static ucs_status_t uct_hipower_iface_do_flush(uct_hipower_iface_t *iface,
+                                               unsigned flags,
+                                               uct_completion_t *comp)
 {
-    uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
     unsigned num_in_progress   = 0;
     uct_hipower_ep_t *ep;
     ucs_status_t status;
@@ -504,6 +504,21 @@ static ucs_status_t uct_hipower_iface_flush(uct_iface_h tl_iface,
     }
     UCT_TL_IFACE_STAT_FLUSH_WAIT(&iface->super);
     return UCS_INPROGRESS;
+}
+
+/* Walks the endpoint list, which UCP's async wire-up changes: under the
+ * worker's async lock (see uct_hipower_iface_progress()) */
+static ucs_status_t uct_hipower_iface_flush(uct_iface_h tl_iface,
+                                            unsigned flags,
+                                            uct_completion_t *comp)
+{
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
+    ucs_status_t status;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    status = uct_hipower_iface_do_flush(iface, flags, comp);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return status;
 }
 
 /* One completion of the send CQ to its endpoint, or to the QP record of a
@@ -670,9 +685,9 @@ static void uct_hipower_iface_recall_credits(uct_hipower_iface_t *iface)
     }
 }
 
-unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
+static UCS_F_ALWAYS_INLINE unsigned
+uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
 {
-    uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
     uct_hipower_md_t *md       = ucs_derived_of(iface->super.md,
                                                 uct_hipower_md_t);
     uct_hipower_ep_t *ep, *tmp;
@@ -741,6 +756,27 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
         }
     }
 
+    return count;
+}
+
+/*
+ * UCP creates, connects and destroys endpoints from its wire-up handler,
+ * which UCX's async thread runs (UCT_CB_FLAG_ASYNC, e.g. from ud_verbs'
+ * timer) under the worker's async lock, while the user's thread may be in
+ * progress. Progress walks and changes what those calls change (the
+ * endpoint lists, the QP table, the pool, the send CQ and its set-aside
+ * completions), so it runs under the same lock, as ud_verbs' does: the
+ * async thread's handler then waits for it, or runs from the user's thread
+ * right after (ucs_async_check_miss()).
+ */
+unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
+{
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
+    unsigned count;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    count = uct_hipower_iface_do_progress(iface);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return count;
 }
 

@@ -27,7 +27,7 @@ uint32_t hipower_txq_completed(hipower_txq_t *txq, uint64_t wr_sn,
 
     count          = (uint32_t)(wr_sn + 1 - txq->acked_sn);
     txq->acked_sn  = wr_sn + 1;
-    *cq_credits   += (int)count;
+    hipower_credits_add(cq_credits, (int)count);
     if (txq->acked_sn == txq->sn) {
         /* Flushed completions retire unsignaled requests too */
         txq->unsignaled = 0;

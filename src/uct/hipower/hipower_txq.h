@@ -37,6 +37,18 @@ typedef struct hipower_txq {
 
 void hipower_txq_init(hipower_txq_t *txq, uint32_t sq_len);
 
+/*
+ * Adds @a delta to a credit counter. Atomic: the interface's counter is
+ * taken by sends in the user's thread while UCP's wire-up, in UCX's async
+ * thread, creates, connects or destroys another endpoint, which takes or
+ * gives back credits too (a lost update could let the CQ overrun). One
+ * locked instruction per post, no lock.
+ */
+static inline void hipower_credits_add(int *credits, int delta)
+{
+    (void)__atomic_fetch_add(credits, delta, __ATOMIC_RELAXED);
+}
+
 /* Requests posted and not yet covered by a completion */
 static inline uint32_t hipower_txq_outstanding(const hipower_txq_t *txq)
 {
@@ -93,7 +105,7 @@ hipower_txq_posted(hipower_txq_t *txq, unsigned nwr, unsigned posted,
 
     assert(posted <= nwr);
     txq->sn     += posted;
-    *cq_credits -= (int)posted;
+    hipower_credits_add(cq_credits, -(int)posted);
     if (last_signaled && (posted == nwr) && (posted > 0)) {
         txq->unsignaled = 0;
     } else {
