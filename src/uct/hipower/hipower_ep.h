@@ -516,8 +516,9 @@ ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
  * Wakeup, sender side, for each bitmap-word write: publishes how many
  * messages are announced and, if the peer has gone to sleep since we last
  * woke it (or this is the first write to it: it may have slept before it
- * knew of us), turns the write into one that also wakes it. One store, one
- * fence and one load per announce when nobody sleeps (see hipower_event.c).
+ * knew of us), turns the write into one that also wakes it. One locked
+ * exchange and one load per announce when nobody sleeps (see
+ * hipower_event.c).
  * Returns the peer's sleep generation, for uct_hipower_ep_wakeup_posted().
  */
 static UCS_F_ALWAYS_INLINE uint64_t
@@ -525,9 +526,12 @@ uct_hipower_ep_wakeup_check(uct_hipower_ep_t *ep, struct ibv_send_wr *wr)
 {
     uint64_t gen;
 
-    ep->ctrl->announced = ep->tx.msgs;
-    ucs_memory_cpu_fence();
-    gen = *(volatile uint64_t*)&ep->ctrl->peer_sleep_gen;
+    /* A locked exchange instead of a store and a full fence: the same
+     * order (the store is visible before the load below reads), one
+     * instruction that costs less than mfence on x86 (review P4) */
+    (void)__atomic_exchange_n(&ep->ctrl->announced, ep->tx.msgs,
+                              __ATOMIC_SEQ_CST);
+    gen = __atomic_load_n(&ep->ctrl->peer_sleep_gen, __ATOMIC_SEQ_CST);
     if (ucs_unlikely(gen != ep->tx.woken_gen)) {
         wr->opcode   = IBV_WR_RDMA_WRITE_WITH_IMM;
         wr->imm_data = htonl((uint32_t)gen); /* Which one wakes */

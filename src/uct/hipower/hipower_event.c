@@ -15,8 +15,9 @@
  *  - arm(RECV) starts a sleep generation and, per endpoint, RDMA_WRITEs it
  *    into the peer's peer_sleep_gen, then RDMA_READs the peer's count of
  *    messages announced so far (same QP, so the read sees the write done).
- *  - A sender, whenever it writes a bitmap word, stores its announced count,
- *    fences, and loads peer_sleep_gen. If the generation is new, that bitmap
+ *  - A sender, whenever it writes a bitmap word, stores its announced count
+ *    (a locked exchange: a store and a full fence in one), and loads
+ *    peer_sleep_gen. If the generation is new, that bitmap
  *    write goes as RDMA_WRITE_WITH_IMM: it consumes a receive on the sleeper's
  *    QP and its completion on rx_cq fires the completion channel's fd.
  *  - A sender's very first bitmap write to a receiver always carries the
@@ -34,7 +35,7 @@
  *    sleeps, spends the generation, so the next sleep starts a new one and
  *    its read counts them. No message can slip past a sleeping receiver.
  *
- * Busy-polling costs: one store, one fence and one load per bitmap write;
+ * Busy-polling costs: one locked exchange and one load per bitmap write;
  * rx_cq is polled only once a consumer has armed the interface.
  * Send completions are ordinary signaled CQEs on the send CQ, armed as is.
  */
