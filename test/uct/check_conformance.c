@@ -1172,6 +1172,83 @@ START_TEST(test_idle_runs_come_back)
 }
 END_TEST
 
+static unsigned a_received;
+
+static ucs_status_t count_on_a(void *arg, void *data, size_t length,
+                               unsigned flags)
+{
+    ++a_received;
+    return UCS_OK;
+}
+
+/*
+ * A peer's release must be answered by an endpoint whose user never sends
+ * (a server that only receives on it, a UCP lane kept for the other
+ * direction): B's pool is full of runs held by A's endpoints that never
+ * sent anything (B sent one message the other way on each, so it may
+ * initiate); a new endpoint of A without a run asks, B releases one of
+ * them, and A's endpoint must answer at once with where its messages end
+ * (it says its hello first), not leave the request due and B's waiter
+ * waiting until UCX_HIPOWER_GRANT_TIMEOUT fails a healthy endpoint.
+ */
+START_TEST(test_release_to_silent_sender)
+{
+    double start;
+    int p;
+
+    if (!small_shared_pool("release to a silent sender")) {
+        return;
+    }
+    setenv("UCX_HIPOWER_GRANT_TIMEOUT", "30s", 1);
+    setup_pairs(3);
+    hold_probability = 0;
+    a_received       = 0;
+    ck_assert_int_eq(uct_iface_set_am_handler(side_a.iface, 0, count_on_a,
+                                              NULL, 0), UCS_OK);
+    start = now_sec();
+    for (p = 0; p < 3; ++p) {
+        ck_assert_uint_eq(b_slots(p), 16);
+        while (uct_ep_am_short(pairs[p].ep_b, 0, 0, NULL, 0) != UCS_OK) {
+            progress(1, 1);
+            ck_assert_msg(now_sec() - start < 10, "B cannot send to A");
+        }
+    }
+    while (a_received < 3) {
+        progress(1, 1);
+        ck_assert_msg(now_sec() - start < 10, "A got %u of B's 3 messages",
+                      a_received);
+    }
+    /* A completion after B's hello: B knows A's windows are bound, so it
+     * may take back what A holds */
+    for (p = 0; p < 3; ++p) {
+        while (uct_ep_flush(pairs[p].ep_b, 0, NULL) != UCS_OK) {
+            progress(1, 1);
+            ck_assert_msg(now_sec() - start < 10, "B's flush of pair %d", p);
+        }
+    }
+    /* IDLE_TIME (10 ms) and the demotion handshakes */
+    progress_for_ms(200);
+
+    num_pairs = 5;
+    connect_pair(&pairs[3]);
+    connect_pair(&pairs[4]);
+    ck_assert_uint_eq(b_slots(4), 0);
+    ck_assert_msg(deliver_one(4, 5000), "an endpoint without a run got none "
+                  "within 5 s: the silent senders did not answer B's "
+                  "release");
+    for (p = 0; p < 3; ++p) {
+        ck_assert_msg(deliver_one(p, 10000), "pair %d: no message after its "
+                      "run was taken back", p);
+    }
+    printf("release to a silent sender: answered, %u messages B->A, "
+           "%"PRIu64" A->B\n", a_received, received);
+    ck_assert_uint_eq(ep_errors_a, 0);
+    ck_assert_uint_eq(ep_errors_b, 0);
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
 /*
  * Push mode when a device places the bitmap's write before the frame's
  * trailer (review H3: RC orders the execution of writes, not the moment
@@ -1773,6 +1850,7 @@ void add_conformance_tests(Suite *suite)
     CONFORMANCE_CASE(suite, orderly_close_is_quiet, 600);
     CONFORMANCE_CASE(suite, many_endpoints_default, 600);
     CONFORMANCE_CASE(suite, idle_runs_come_back, 600);
+    CONFORMANCE_CASE(suite, release_to_silent_sender, 600);
     CONFORMANCE_CASE(suite, churn_over_reused_slots, 600);
     CONFORMANCE_CASE(suite, async_wireup, 600);
     CONFORMANCE_CASE(suite, push_waits_for_trailer, 600);

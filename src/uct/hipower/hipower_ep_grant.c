@@ -735,8 +735,13 @@ ucs_status_t uct_hipower_ep_tx_run_req(uct_hipower_ep_t *ep)
     ucs_status_t status;
     uint64_t sleep_gen;
 
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
-        (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
+    /* Our hello first if we have sent nothing yet: the peer's release
+     * asks for this answer even from an endpoint whose user never sends,
+     * and the peer, which wrote to us, has its windows bound. Without it
+     * the request stayed due, and was tried on every progress call, for
+     * ever. */
+    if ((ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
+        (uct_hipower_ep_hello(ep) != UCS_OK) ||
         !uct_hipower_ep_has_room(ep, 1)) {
         return UCS_ERR_NO_RESOURCE; /* Progress or the next send tries again */
     }
