@@ -17,11 +17,16 @@
  *  - nothing of the transport's own goes to a peer whose QP is not ready
  *    yet, or that closed its endpoint in order: no error for either;
  *  - an interface closed with endpoints open neither crashes nor leaks;
+ *  - a process that exits with endpoints open is gone at once;
  *  - endpoints created, connected and destroyed in UCX's async thread (as
  *    UCP's wire-up does) while the user's thread sends and progresses;
  *  - at default settings one interface serves at least the max_num_eps it
  *    reports, 256 or more, and refuses an endpoint only when out of room;
  *  - the data handed to AM handlers is aligned as the interface asked;
+ *  - a peer waiting for a run is not tried again on every progress call
+ *    while nothing changed, and is served as soon as slots come back;
+ *  - the credit recall looks at the endpoints that hold credits, not at
+ *    every endpoint of the interface;
  *  - a port that goes down fails the endpoints on it (device event).
  */
 #include "fixture.h"
@@ -29,6 +34,7 @@
 #include <hipower_wire.h>
 #include <hipower_slot.h>
 #include <hipower_bitmap.h>
+#include <hipower_iface.h>
 
 #include <ucs/async/async.h>
 
@@ -36,6 +42,7 @@
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 
 /*
@@ -310,6 +317,7 @@ START_TEST(test_destroy_drains_qp)
         ck_assert_int_eq(status, UCS_OK);
     }
     flush_all();
+
     for (start = now_sec(); (received < 2000) && (now_sec() - start < 10);) {
         progress(1, 1);
     }
@@ -1249,6 +1257,202 @@ START_TEST(test_release_to_silent_sender)
 }
 END_TEST
 
+/* B's interface, for its counters (UCX_HIPOWER_STATS' fields) and pool */
+static uct_hipower_iface_t *iface_b(void)
+{
+    return ucs_derived_of(side_b.iface, uct_hipower_iface_t);
+}
+
+/*
+ * Review P2: a peer that waits for a run when none is free, and nothing
+ * changes (no endpoint idle, IDLE_TIME=inf, so no run to take back). The
+ * receiver tries again when slots come back, else once per clock tick (64
+ * progress calls), not on every progress call, which scanned the arena's
+ * free runs and the idle holders each time. When slots do come back (an
+ * endpoint destroyed), the waiter gets them at once.
+ */
+START_TEST(test_waiter_tried_on_change)
+{
+    const unsigned calls = 64000;
+    uint64_t tries, grants;
+    ucs_status_t status;
+    double start;
+    unsigned i;
+
+    if (!small_shared_pool("waiter tried on change")) {
+        return;
+    }
+    setenv("UCX_HIPOWER_IDLE_TIME", "inf", 1);
+    setup_pairs(3);
+    hold_probability = 0;
+    for (i = 0; i < 3; ++i) {
+        ck_assert_msg(deliver_one(i, 5000), "pair %u: no message", i);
+    }
+    num_pairs = 5;
+    connect_pair(&pairs[3]);
+    connect_pair(&pairs[4]);
+    ck_assert_uint_eq(b_slots(4), 0);
+
+    /* A's endpoint 4 has no run at B: its send asks for one */
+    status = send_one(&pairs[4], 4, 1, 100, 1);
+    ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
+    start = now_sec();
+    while (iface_b()->pool.num_waiting == 0) {
+        progress(1, 1);
+        ck_assert_msg(now_sec() - start < 5, "B never listed the waiter");
+    }
+
+    tries = iface_b()->stats.waiter_tries;
+    for (i = 0; i < calls; ++i) {
+        progress(0, 1);
+    }
+    tries = iface_b()->stats.waiter_tries - tries;
+    printf("waiter tried on change: %"PRIu64" tries in %u progress calls "
+           "with nothing changed\n", tries, calls);
+    ck_assert_uint_eq(iface_b()->pool.num_waiting, 1);
+    ck_assert_msg(tries <= calls / UCT_HIPOWER_CLOCK_CALLS + 1,
+                  "%"PRIu64" tries to serve the waiter in %u progress calls: "
+                  "more than once per clock tick", tries, calls);
+
+    /* Slots come back: the next progress call grants them */
+    grants = iface_b()->stats.grants;
+    uct_ep_destroy(pairs[0].ep_b);
+    pairs[0].ep_b = NULL;
+    for (i = 0; (i < 4) && (iface_b()->stats.grants == grants); ++i) {
+        progress(0, 1);
+    }
+    printf("waiter tried on change: granted %u progress calls after a run "
+           "came back\n", i);
+    ck_assert_msg(iface_b()->stats.grants > grants, "no grant within %u "
+                  "progress calls after a run came back", i);
+    ck_assert_msg(deliver_one(4, 5000), "the waiter's message");
+    uct_ep_destroy(pairs[0].ep_a);
+    pairs[0].ep_a = NULL;
+    ck_assert_uint_eq(ep_errors_b, 0);
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+    unsetenv("UCX_HIPOWER_IDLE_TIME");
+}
+END_TEST
+
+/*
+ * Review P3: with a small completion queue, a stream of writes on one of
+ * 64 endpoints runs out of CQ credits again and again; each time the
+ * recall looks for endpoints whose unsignaled requests hold credits. It
+ * must look at those (each endpoint once after it posted), not walk all 64
+ * every time. The writes land, and every endpoint still carries messages.
+ */
+START_TEST(test_recall_walks_trailing)
+{
+    const int n = 64, writes = 20000;
+    uint64_t runs, visits;
+    ucs_status_t status;
+    uint64_t value;
+    rma_bufs_t b;
+    int p, i;
+
+    /* Room for exactly 64 endpoints: the CQ has no entries of endpoints
+     * that could be and are not, only TX_CQ_LEN for traffic */
+    setenv("UCX_HIPOWER_TX_CQ_LEN", "64", 1);
+    setenv("UCX_HIPOWER_SLOT_SIZE", "8192", 1);
+    setenv("UCX_HIPOWER_SLOTS", "8", 1);
+    setenv("UCX_HIPOWER_MIN_SLOTS", "8", 1);
+    setenv("UCX_HIPOWER_MEM_BUDGET", "4m", 1);
+    setenv("UCX_HIPOWER_MAX_EPS", "64", 1);
+    setenv("UCX_HIPOWER_SHARED_MAX_EPS", "64", 1);
+    setup_pairs(n);
+    rma_setup(&b);
+    hold_probability = 0;
+    /* Every endpoint of A has unsignaled requests (its hello, a message) */
+    for (p = 0; p < n; ++p) {
+        ck_assert_msg(deliver_one(p, 5000), "pair %d: no message", p);
+    }
+
+    runs   = ucs_derived_of(side_a.iface, uct_hipower_iface_t)->stats.recall_runs;
+    visits = ucs_derived_of(side_a.iface, uct_hipower_iface_t)->stats.recall_visits;
+    for (i = 0; i < writes; ++i) {
+        value = i;
+        do {
+            status = uct_ep_put_short(pairs[0].ep_a, &value, sizeof(value),
+                                      (uintptr_t)b.remote, b.rkey.rkey);
+            if (status == UCS_ERR_NO_RESOURCE) {
+                progress(1, 1);
+            }
+        } while (status == UCS_ERR_NO_RESOURCE);
+        ck_assert_int_eq(status, UCS_OK);
+    }
+    flush_all();
+    runs   = ucs_derived_of(side_a.iface, uct_hipower_iface_t)->stats.recall_runs - runs;
+    visits = ucs_derived_of(side_a.iface, uct_hipower_iface_t)->stats.recall_visits - visits;
+    memcpy(&value, b.remote, sizeof(value));
+    printf("recall walks trailing: %"PRIu64" recalls looked at %"PRIu64
+           " endpoints (%d endpoints), last write %"PRIu64"\n", runs, visits,
+           n, value);
+    ck_assert_uint_eq(value, writes - 1);
+    ck_assert_msg(runs >= 3, "only %"PRIu64" credit recalls: the test did "
+                  "not starve the CQ", runs);
+    /* Each endpoint once (its hello and message), then those that posted
+     * since: the stream's, and the few whose demotion handshakes went out.
+     * A walk over all of them looks at 64 per recall. */
+    ck_assert_msg(visits <= n + runs * n / 4, "%"PRIu64" recalls looked at %"
+                  PRIu64" endpoints: they walk all %d endpoints", runs,
+                  visits, n);
+    for (p = 0; p < n; ++p) {
+        ck_assert_msg(deliver_one(p, 5000), "pair %d: no message after the "
+                      "recalls", p);
+    }
+    ck_assert_uint_eq(ep_errors_a, 0);
+    ck_assert_int_eq(errors, 0);
+    rma_cleanup(&b);
+    teardown_pairs();
+    unsetenv("UCX_HIPOWER_TX_CQ_LEN");
+}
+END_TEST
+
+/*
+ * A process that exits with its endpoints open (a crash, MPI_Abort, a
+ * failed test) leaves the kernel to destroy its verbs objects, newest
+ * first. A QP destroyed while memory windows are still bound to it waits
+ * for them: on rdma_rxe a timeout per QP, so with windows older than their
+ * QP the exit hung in the kernel for minutes (64 endpoint pairs: more than
+ * 100 s, uninterruptible). The child here opens 64 pairs, carries a
+ * message on each and exits without closing anything; it must be gone
+ * within 30 s.
+ */
+START_TEST(test_exit_with_endpoints_open)
+{
+    double start, took;
+    int status, p;
+    pid_t pid;
+
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setup_pairs(64);
+        hold_probability = 0;
+        for (p = 0; p < 64; ++p) {
+            if (!deliver_one(p, 5000)) {
+                _exit(2);
+            }
+        }
+        _exit(0);
+    }
+
+    start = now_sec();
+    while ((waitpid(pid, &status, WNOHANG) == 0) && (now_sec() - start < 60)) {
+        usleep(10000);
+    }
+    took = now_sec() - start;
+    printf("exit with endpoints open: the child was gone after %.1f s\n",
+           took);
+    ck_assert_msg(took < 30, "a process with 64 endpoint pairs open took "
+                  "%.0f s or more to exit (stuck destroying its QPs?)", took);
+    ck_assert_msg(WIFEXITED(status) && (WEXITSTATUS(status) == 0),
+                  "the child failed to carry a message on each pair "
+                  "(status 0x%x)", status);
+}
+END_TEST
+
 /*
  * Push mode when a device places the bitmap's write before the frame's
  * trailer (review H3: RC orders the execution of writes, not the moment
@@ -1851,6 +2055,9 @@ void add_conformance_tests(Suite *suite)
     CONFORMANCE_CASE(suite, many_endpoints_default, 600);
     CONFORMANCE_CASE(suite, idle_runs_come_back, 600);
     CONFORMANCE_CASE(suite, release_to_silent_sender, 600);
+    CONFORMANCE_CASE(suite, waiter_tried_on_change, 600);
+    CONFORMANCE_CASE(suite, recall_walks_trailing, 600);
+    CONFORMANCE_CASE(suite, exit_with_endpoints_open, 600);
     CONFORMANCE_CASE(suite, churn_over_reused_slots, 600);
     CONFORMANCE_CASE(suite, async_wireup, 600);
     CONFORMANCE_CASE(suite, push_waits_for_trailer, 600);

@@ -1233,12 +1233,14 @@ END_TEST
 
 static void check_arena_invariants(const hipower_arena_t *arena)
 {
-    uint32_t i;
+    uint32_t i, longest = 0;
 
     EXPECT(arena->num_free <= arena->max_runs, "%u runs, room for %u",
            arena->num_free, arena->max_runs);
     for (i = 0; i < arena->num_free; ++i) {
         const hipower_arena_run_t *run = &arena->free_runs[i];
+
+        longest = (run->count > longest) ? run->count : longest;
 
         EXPECT((run->count > 0) && (run->first < arena->total) &&
                (run->count <= arena->total - run->first),
@@ -1251,6 +1253,12 @@ static void check_arena_invariants(const hipower_arena_t *arena)
                run->first, i - 1, arena->free_runs[i - 1].first,
                arena->free_runs[i - 1].count);
     }
+
+    /* A longest run it knows is the longest there is: an allocation that
+     * trusts it fails only when the scan would have */
+    EXPECT((arena->longest == HIPOWER_ARENA_LONGEST_UNKNOWN) ||
+           (arena->longest == longest), "longest run known as %u, it is %u",
+           arena->longest, longest);
 }
 
 static void alloc_expect(hipower_arena_t *arena, uint32_t want, uint32_t min,

@@ -13,7 +13,14 @@
  * coalesces), so between two of them lies at least one taken slot: k runs
  * cover at least 2k - 1 slots, hence k <= (total + 1) / 2 <= total / 2 + 1.
  * free_runs never needs to grow, and a free cannot fail for lack of room.
- * The arena holds a few runs per endpoint, so a linear scan is fine.
+ *
+ * Costs (review P2): a free finds its place by binary search and moves the
+ * runs above by one memmove(); an allocation scans the runs for the longest
+ * one, unless the longest is known (no allocation since it was found) and
+ * too short: then it fails at once. An allocation runs once per grant,
+ * which also registers memory and binds a window; failing ones, which a
+ * peer waiting for a run could repeat on every progress call, cost O(1)
+ * until a free.
  */
 
 ucs_status_t hipower_arena_init(hipower_arena_t *arena, uint32_t total)
@@ -27,6 +34,8 @@ ucs_status_t hipower_arena_init(hipower_arena_t *arena, uint32_t total)
     arena->total      = total;
     arena->free_slots = total;
     arena->num_free   = 0;
+    arena->longest    = total;
+    arena->frees      = 0;
     if (total > 0) {
         arena->free_runs[0].first = 0;
         arena->free_runs[0].count = total;
@@ -62,6 +71,11 @@ ucs_status_t hipower_arena_alloc(hipower_arena_t *arena, uint32_t want,
 
     assert((min >= 1) && (min <= want));
 
+    if ((arena->longest != HIPOWER_ARENA_LONGEST_UNKNOWN) &&
+        (arena->longest < min)) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
     /* Strictly longer only: among equal runs the first, lowest, one wins */
     for (index = 0; index < arena->num_free; ++index) {
         if (arena->free_runs[index].count > longest) {
@@ -70,7 +84,8 @@ ucs_status_t hipower_arena_alloc(hipower_arena_t *arena, uint32_t want,
         }
     }
 
-    count = (longest < want) ? longest : want;
+    arena->longest = longest;
+    count          = (longest < want) ? longest : want;
     if (count < min) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -82,6 +97,8 @@ ucs_status_t hipower_arena_alloc(hipower_arena_t *arena, uint32_t want,
     run->first        += count;
     run->count        -= count;
     arena->free_slots -= count;
+    /* Another run may be as long: found by the next scan */
+    arena->longest     = HIPOWER_ARENA_LONGEST_UNKNOWN;
     if (run->count == 0) {
         hipower_arena_remove_run(arena, best);
     }
@@ -107,18 +124,24 @@ void hipower_arena_free(hipower_arena_t *arena, uint32_t first,
                         uint32_t count)
 {
     hipower_arena_run_t *runs = arena->free_runs;
-    uint32_t index;
+    uint32_t index, low, high, merged;
     int joins_prev, joins_next;
 
     assert(count > 0);
     assert((first <= arena->total) && (count <= (arena->total - first)));
 
     /* index: the first free run above the returned one */
-    for (index = 0; index < arena->num_free; ++index) {
+    low  = 0;
+    high = arena->num_free;
+    while (low < high) {
+        index = low + (high - low) / 2;
         if (runs[index].first > first) {
-            break;
+            high = index;
+        } else {
+            low  = index + 1;
         }
     }
+    index = low;
 
     /* A run that overlaps a free one was freed twice, or never taken */
     assert((index == 0) ||
@@ -134,12 +157,15 @@ void hipower_arena_free(hipower_arena_t *arena, uint32_t first,
 
     if (joins_prev && joins_next) {
         runs[index - 1].count += count + runs[index].count;
+        merged                 = runs[index - 1].count;
         hipower_arena_remove_run(arena, index);
     } else if (joins_prev) {
         runs[index - 1].count += count;
+        merged                 = runs[index - 1].count;
     } else if (joins_next) {
         runs[index].first  = first;
         runs[index].count += count;
+        merged             = runs[index].count;
     } else {
         /* Cannot overflow: see the bound at the top */
         assert(arena->num_free < arena->max_runs);
@@ -147,8 +173,16 @@ void hipower_arena_free(hipower_arena_t *arena, uint32_t first,
                 (arena->num_free - index) * sizeof(*runs));
         runs[index].first = first;
         runs[index].count = count;
+        merged            = count;
         ++arena->num_free;
     }
+
+    /* A free only lengthens runs: the longest stays known if it was */
+    if ((arena->longest != HIPOWER_ARENA_LONGEST_UNKNOWN) &&
+        (merged > arena->longest)) {
+        arena->longest = merged;
+    }
+    ++arena->frees;
 }
 
 uint32_t hipower_arena_free_slots(const hipower_arena_t *arena)

@@ -27,7 +27,16 @@ typedef struct hipower_arena {
     uint32_t            num_free;   /* Entries used in free_runs */
     uint32_t            max_runs;   /* Capacity of free_runs */
     hipower_arena_run_t *free_runs; /* Sorted by first, non-adjacent */
+    /* The longest free run's length, or HIPOWER_ARENA_LONGEST_UNKNOWN
+     * after an allocation shortened it: an allocation that cannot succeed
+     * fails without a scan until slots come back */
+    uint32_t            longest;
+    /* hipower_arena_free() calls so far: when it has not moved, a failed
+     * allocation would fail again */
+    uint64_t            frees;
 } hipower_arena_t;
+
+#define HIPOWER_ARENA_LONGEST_UNKNOWN UINT32_MAX
 
 
 /* Allocates the bookkeeping; the whole arena starts free */

@@ -122,6 +122,14 @@ ucs_status_t uct_hipower_ep_post_nop(uct_hipower_ep_t *ep, int *cq_credits,
     return UCS_OK;
 }
 
+void uct_hipower_ep_unlist_trailing(uct_hipower_ep_t *ep)
+{
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_TRAILING) {
+        ucs_list_del(&ep->trailing_list);
+        ep->flags &= ~UCT_HIPOWER_EP_FLAG_TRAILING;
+    }
+}
+
 ssize_t uct_hipower_ep_bcopy_too_long(uct_hipower_ep_t *ep, const char *op,
                                       size_t length, size_t max)
 {
@@ -841,6 +849,7 @@ ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep)
                         &ep->ctrl->peer_sleep_gen);
     posted      = uct_hipower_txqp_post(iface, &ep->txqp, &wr, &wr, 1, 0,
                                         &ep->tx.connect_credits, &ret);
+    uct_hipower_ep_note_trailing(iface, ep);
     /* What the opening did not take goes back to the interface */
     hipower_credits_add(&iface->tx.cq_credits, ep->tx.connect_credits);
     ep->tx.connect_credits  = 0;
@@ -1207,19 +1216,24 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     /* No grant yet: the record's epoch is that of the first run */
     self->ctrl->grant.epoch = 1;
 
-    status = uct_hipower_ep_reg_ctrl(self);
+    /* The QP before the memory windows that will be bound to it: a
+     * process that exits with the endpoint open leaves the kernel to
+     * destroy them, newest first, and a QP destroyed while windows are
+     * still bound to it waits for them (rdma_rxe: a timeout per QP, the
+     * exit hangs for minutes with many endpoints) */
+    status = uct_hipower_qp_create(iface, &self->txqp.qp);
     if (status != UCS_OK) {
         goto err_free_ctrl;
+    }
+
+    status = uct_hipower_ep_reg_ctrl(self);
+    if (status != UCS_OK) {
+        goto err_destroy_qp;
     }
 
     status = uct_hipower_ep_alloc_rx(self);
     if (status != UCS_OK) {
         goto err_dereg_ctrl;
-    }
-
-    status = uct_hipower_qp_create(iface, &self->txqp.qp);
-    if (status != UCS_OK) {
-        goto err_free_rx;
     }
 
     /* The receives are posted once the windows are bound
@@ -1232,7 +1246,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
                   &ret);
     if (ret == -1) {
         status = UCS_ERR_NO_MEMORY;
-        goto err_destroy_qp;
+        goto err_free_rx;
     }
     kh_value(&iface->qp_eps, iter) = &self->txqp;
     ucs_list_add_tail(&iface->ep_list, &self->list);
@@ -1261,14 +1275,14 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
               self, self->txqp.qp->qp_num, self->rx.ring.num_slots);
     return UCS_OK;
 
-err_destroy_qp:
-    uct_hipower_qp_destroy(iface, self->txqp.qp);
 err_free_rx:
     uct_hipower_ep_rx_runs_cleanup(self);
     uct_hipower_ep_free_runs(self);
 err_dereg_ctrl:
     uct_hipower_ep_dereg_peer_access(self);
     uct_hipower_md_dereg_internal(md, self->ctrl_local_mr, "local bitmaps");
+err_destroy_qp:
+    uct_hipower_qp_destroy(iface, self->txqp.qp);
 err_free_ctrl:
     ucs_free(self->ctrl);
     return status;
@@ -1482,6 +1496,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
     uct_hipower_ep_pending_purge(&self->super.super,
                                  uct_hipower_ep_pending_purge_warn, self);
     ucs_list_del(&self->list);
+    uct_hipower_ep_unlist_trailing(self);
     --iface->num_eps;
     if (self->flags & UCT_HIPOWER_EP_FLAG_ACTIVE) {
         uct_hipower_ep_deactivate(self);

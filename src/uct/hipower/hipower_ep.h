@@ -70,7 +70,10 @@ enum {
     /* connect_to_ep() done: our QP is connected to the peer's, our windows
      * are bound to it and our receives posted. FLAG_CONNECTED follows with
      * the hello before our first write into the peer's windows. */
-    UCT_HIPOWER_EP_FLAG_QP_UP          = UCS_BIT(24)
+    UCT_HIPOWER_EP_FLAG_QP_UP          = UCS_BIT(24),
+    /* In iface->tx.trailing_eps: posted requests that went unsignaled
+     * since (the entry may be stale: the recall drops it) */
+    UCT_HIPOWER_EP_FLAG_TRAILING       = UCS_BIT(25)
 };
 
 
@@ -106,6 +109,7 @@ typedef struct uct_hipower_ep {
     ucs_time_t                   last_news;    /* Iface clock at the last
                                                   message delivered */
     ucs_list_link_t              pending_list; /* In iface->pending_eps */
+    ucs_list_link_t              trailing_list; /* In tx.trailing_eps */
     ucs_queue_head_t             pending_q;
 
     struct {
@@ -324,6 +328,26 @@ uct_hipower_txqp_post(uct_hipower_iface_t *iface, uct_hipower_txqp_t *txqp,
     return posted;
 }
 
+/*
+ * After a post on the endpoint's QP: one whose last requests went
+ * unsignaled holds CQ credits that only a later signaled request returns,
+ * so it joins the list the credit recall walks (once; the recall drops it).
+ * The recall then looks at these endpoints, not at every endpoint of the
+ * interface (review P3).
+ */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_note_trailing(uct_hipower_iface_t *iface, uct_hipower_ep_t *ep)
+{
+    if ((ep->txqp.txq.unsignaled > 0) &&
+        !(ep->flags & UCT_HIPOWER_EP_FLAG_TRAILING)) {
+        ucs_list_add_tail(&iface->tx.trailing_eps, &ep->trailing_list);
+        ep->flags |= UCT_HIPOWER_EP_FLAG_TRAILING;
+    }
+}
+
+/* Takes the endpoint off the recall's list */
+void uct_hipower_ep_unlist_trailing(uct_hipower_ep_t *ep);
+
 /* Reports a post that failed part-way and fails the endpoint if any of
  * it went out; UCS_ERR_IO_ERROR */
 ucs_status_t uct_hipower_ep_post_failed(uct_hipower_ep_t *ep, unsigned nwr,
@@ -363,6 +387,7 @@ uct_hipower_ep_post(uct_hipower_ep_t *ep, struct ibv_send_wr *first,
 
     posted = uct_hipower_txqp_post(iface, &ep->txqp, first, last, nwr, signal,
                                    &iface->tx.cq_credits, &ret);
+    uct_hipower_ep_note_trailing(iface, ep);
     if (ucs_likely(posted == nwr)) {
         if (op != NULL) {
             op->sn        = ep->txqp.txq.sn - 1;

@@ -484,6 +484,7 @@ void uct_hipower_iface_serve_waiters(uct_hipower_iface_t *iface)
 {
     uct_hipower_ep_t *ep, *tmp;
 
+    iface->pool.waiters_frees = iface->arena.slots.frees;
     ucs_list_for_each_safe(ep, tmp, &iface->pool.waiters, rx.wait_list) {
         if ((ep->rx.ring.num_slots == 0) &&
             !(ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
@@ -491,6 +492,7 @@ void uct_hipower_iface_serve_waiters(uct_hipower_iface_t *iface)
             ep->rx.wants = 1;
             uct_hipower_ep_rx_regrant(ep);
             if (ep->rx.granted.count == 0) {
+                iface->stats.waiter_tries++;
                 /* Not yet: the ones behind wait too */
                 uct_hipower_iface_reclaim_idle(iface);
                 return;

@@ -666,22 +666,32 @@ ucs_status_t uct_hipower_iface_wait_qp(uct_hipower_iface_t *iface,
  */
 static void uct_hipower_iface_recall_credits(uct_hipower_iface_t *iface)
 {
-    uct_hipower_ep_t *ep;
+    uct_hipower_ep_t *ep, *tmp;
 
     iface->tx.starved = 0;
-    ucs_list_for_each(ep, &iface->ep_list, list) {
+    iface->stats.recall_runs++;
+    /* Only the endpoints that posted unsignaled requests since they were
+     * last looked at: each leaves the list when it is (or needs nothing),
+     * so the walks cost what the posts that listed them did, not the
+     * number of endpoints (review P3) */
+    ucs_list_for_each_safe(ep, tmp, &iface->tx.trailing_eps, trailing_list) {
         if (iface->tx.cq_credits < 1) {
             iface->tx.starved = 1;
             break;
         }
 
+        iface->stats.recall_visits++;
         if (hipower_txq_has_trailing(&ep->txqp.txq) &&
-            (hipower_txq_sq_free(&ep->txqp.txq) > 0) &&
-            !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) &&
-            (uct_hipower_ep_post_nop(ep, &iface->tx.cq_credits, NULL) ==
-             UCS_OK)) {
-            iface->stats.cq_recalls++;
+            !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+            if (hipower_txq_sq_free(&ep->txqp.txq) == 0) {
+                continue; /* Full: listed until a later recall can */
+            }
+            if (uct_hipower_ep_post_nop(ep, &iface->tx.cq_credits, NULL) ==
+                UCS_OK) {
+                iface->stats.cq_recalls++;
+            }
         }
+        uct_hipower_ep_unlist_trailing(ep);
     }
 }
 
@@ -718,7 +728,13 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
         count += uct_hipower_iface_progress_events(iface);
     }
 
-    if (ucs_unlikely(!ucs_list_is_empty(&iface->pool.waiters))) {
+    if (ucs_unlikely(!ucs_list_is_empty(&iface->pool.waiters)) &&
+        ((iface->clock.calls == 0) ||
+         (iface->arena.slots.frees != iface->pool.waiters_frees))) {
+        /* The first waiter was tried and not served: again when slots came
+         * back, or else once per clock tick (what else could serve it —
+         * room for its grant, an idle holder whose release can go out —
+         * is not worth watching for). Not on every call (review P2). */
         uct_hipower_iface_serve_waiters(iface);
     }
 
@@ -1006,6 +1022,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->num_gc        = 0;
     self->tx.fence_beat = 0;
     self->tx.starved    = 0;
+    ucs_list_head_init(&self->tx.trailing_eps);
     self->async_seq     = md->async.seq;
     kh_init_inplace(uct_hipower_qp_ep, &self->qp_eps);
     ucs_snprintf_zero(self->dev_name, sizeof(self->dev_name), "%s",
@@ -1225,6 +1242,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->pool.num_releasing  = 0;
     ucs_list_head_init(&self->pool.idle_holders);
     ucs_list_head_init(&self->pool.waiters);
+    self->pool.waiters_frees = 0;
     ucs_list_head_init(&self->pool.granting);
     uct_hipower_iface_pool_update(self);
     /* Page-aligned and registered: whole pages are pinned */

@@ -174,6 +174,9 @@ typedef struct uct_hipower_iface {
         unsigned                 cq_len;       /* Its depth */
         uint32_t                 fence_beat;   /* uct_iface_fence() count */
         int                      starved;      /* A post found no credits */
+        /* Endpoints whose last requests may be unsignaled: what a
+         * recall looks at (uct_hipower_ep_note_trailing()) */
+        ucs_list_link_t          trailing_eps;
     } tx;
 
     struct {
@@ -242,6 +245,9 @@ typedef struct uct_hipower_iface {
         unsigned                 num_runless;
         ucs_list_link_t          waiters;      /* Asked, no run free yet */
         unsigned                 num_waiting;  /* Their number */
+        /* The arena's free count when the first waiter was last tried:
+         * until it moves, the next try waits for the clock's next tick */
+        uint64_t                 waiters_frees;
         /* Waiters not in the active set: an active one is counted among
          * the active endpoints already (review L3) */
         unsigned                 num_waiting_idle;

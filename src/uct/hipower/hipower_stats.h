@@ -40,6 +40,10 @@
     _f(grant_timeouts)   /* Peers past UCX_HIPOWER_GRANT_TIMEOUT */ \
     _f(rx_copies)        /* HOLD_SLOTS=y: messages copied for handlers */ \
     _f(cq_recalls)       /* Signaled no-ops posted to free CQ credits */ \
+    _f(recall_runs)      /* Credit recalls: progress calls after a post \
+                            found no CQ credits */ \
+    _f(recall_visits)    /* Endpoints they looked at: those that posted \
+                            unsignaled requests since, not all of them */ \
     _f(fenced_wrs)       /* Work requests posted with IBV_SEND_FENCE */ \
     _f(qps_drained)      /* QPs of destroyed endpoints drained, then freed */ \
     _f(goodbyes)         /* "Closed" written to a peer on endpoint destroy */ \
@@ -63,6 +67,9 @@
     _f(run_reqs)         /* Run requests written: run given back, or asked \
                             for (no run at the peer) */ \
     _f(run_waits)        /* Peers that asked when no run was free */ \
+    _f(waiter_tries)     /* Tries to serve the first of them that found \
+                            no run: after slots came back, else once per \
+                            64 progress calls */ \
     _f(peak_eps)         /* Most endpoints at once */ \
     _f(pool_bytes)       /* Receive slot arena: UCX_HIPOWER_MEM_BUDGET \
                             rounded to slots, pinned at open */ \
