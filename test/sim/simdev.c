@@ -109,6 +109,10 @@ typedef struct sim_swr {
     uint8_t              *inline_data;
     size_t               inline_len;
     uint64_t             first_try_ns; /* 0: not tried yet */
+    /* WRITE and READ: placed in pieces of the path MTU, in the order
+     * HIPOWER_SIM_PLACEMENT says (piece k is (k * stride + start) % n) */
+    uint64_t             pieces_done;
+    uint64_t             stride, start;
 } sim_swr_t;
 
 typedef struct sim_rwr {
@@ -126,6 +130,7 @@ struct sim_qp {
     int                  access;     /* Remote access the QP admits */
     uint8_t              retry_cnt, rnr_retry;
     uint8_t              timeout;      /* Requester: ack timeout exponent */
+    uint32_t             mtu;          /* Path MTU in bytes */
     uint8_t              min_rnr_timer; /* Responder: its RNR NAK timer */
     sim_swr_t            *sq;
     unsigned             sq_head, sq_count;
@@ -141,6 +146,12 @@ static struct {
     int                  initialized;
     uint64_t             seed, rng;
     unsigned             steps_per_poll;
+    unsigned             pieces_per_step;
+    enum {
+        SIM_PLACE_IN_ORDER,
+        SIM_PLACE_REVERSE,
+        SIM_PLACE_RANDOM
+    }                    placement;
     int                  num_devs;
     sim_dev_t            devs[SIM_MAX_DEVS];
     struct ibv_device    *dev_list[SIM_MAX_DEVS + 1];
@@ -222,6 +233,7 @@ static void *sim_thread_func(void *arg)
 
 static void sim_init(void)
 {
+    const char *placement;
     sim_dev_t *dev;
     int i;
 
@@ -232,6 +244,22 @@ static void sim_init(void)
     sim.seed           = sim_env_u64("HIPOWER_SIM_SEED", 1);
     sim.rng            = sim.seed * 0x9e3779b97f4a7c15ull + 1;
     sim.steps_per_poll = sim_env_u64("HIPOWER_SIM_STEPS_PER_POLL", 4);
+    sim.pieces_per_step = sim_env_u64("HIPOWER_SIM_PIECES_PER_STEP", 16);
+    if (sim.pieces_per_step < 1) {
+        sim.pieces_per_step = 1;
+    }
+    placement = getenv("HIPOWER_SIM_PLACEMENT");
+    if ((placement == NULL) || !strcmp(placement, "in-order")) {
+        sim.placement = SIM_PLACE_IN_ORDER;
+    } else if (!strcmp(placement, "reverse")) {
+        sim.placement = SIM_PLACE_REVERSE;
+    } else if (!strcmp(placement, "random")) {
+        sim.placement = SIM_PLACE_RANDOM;
+    } else {
+        fprintf(stderr, "hipower-sim: HIPOWER_SIM_PLACEMENT=%s: use in-order, "
+                "reverse or random\n", placement);
+        abort();
+    }
     sim.num_devs       = (int)sim_env_u64("HIPOWER_SIM_DEVICES", 2);
     if ((sim.num_devs < 1) || (sim.num_devs > SIM_MAX_DEVS)) {
         sim.num_devs = 2;
@@ -262,8 +290,11 @@ static void sim_init(void)
         pthread_detach(sim.thread);
     }
     fprintf(stderr, "hipower-sim: %d devices, seed %" PRIu64 " "
-            "(HIPOWER_SIM_SEED=%" PRIu64 " replays this run)\n",
-            sim.num_devs, sim.seed, sim.seed);
+            "(HIPOWER_SIM_SEED=%" PRIu64 " replays this run), writes placed "
+            "%s\n", sim.num_devs, sim.seed, sim.seed,
+            (sim.placement == SIM_PLACE_IN_ORDER) ? "in order" :
+            (sim.placement == SIM_PLACE_REVERSE) ? "last piece first" :
+            "in random order");
 }
 
 static sim_dev_t *sim_ctx_dev(struct ibv_context *ctx)
@@ -972,6 +1003,8 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
             break;
         }
         qp->dest_qpn = attr->dest_qp_num;
+        qp->mtu      = 128u << ((attr_mask & IBV_QP_PATH_MTU) ?
+                                attr->path_mtu : IBV_MTU_1024);
         if (attr_mask & IBV_QP_MIN_RNR_TIMER) {
             qp->min_rnr_timer = attr->min_rnr_timer;
         }
@@ -1296,6 +1329,142 @@ static uint64_t sim_tried_for(sim_swr_t *swr)
     return now - swr->first_try_ns;
 }
 
+/* Copies bytes [off, off + len) of the request's local data (inline, or
+ * its sges one after the other) to @a mem, or from it if @a to_local */
+static void sim_copy_local(sim_swr_t *swr, uint64_t off, uint8_t *mem,
+                           uint64_t len, int to_local)
+{
+    uint64_t pos = 0, start, n;
+    uint8_t *data;
+    int i;
+
+    if (swr->inline_data != NULL) {
+        memcpy(mem, swr->inline_data + off, len);
+        return;
+    }
+    for (i = 0; (i < swr->wr.num_sge) && (len > 0); ++i) {
+        if (off < pos + swr->sge[i].length) {
+            start = off - pos;
+            n     = swr->sge[i].length - start;
+            n     = (n < len) ? n : len;
+            data  = (uint8_t*)(uintptr_t)swr->sge[i].addr + start;
+            if (to_local) {
+                memmove(data, mem, n);
+            } else {
+                memmove(mem, data, n);
+            }
+            off += n;
+            mem += n;
+            len -= n;
+        }
+        pos += swr->sge[i].length;
+    }
+}
+
+static uint64_t sim_gcd(uint64_t a, uint64_t b)
+{
+    while (b != 0) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Places the next pieces of a WRITE (into @a remote) or a READ (from it),
+ * a few per step; returns 1 once every piece is placed */
+static int sim_place(sim_qp_t *qp, sim_swr_t *swr, uint8_t *remote,
+                     uint64_t length, int is_read)
+{
+    uint64_t mtu = qp->mtu ? qp->mtu : 1024;
+    uint64_t n   = (length + mtu - 1) / mtu;
+    unsigned count = 1 + (unsigned)(sim_rand() % sim.pieces_per_step);
+    uint64_t k, piece, off, len;
+
+    if ((swr->pieces_done == 0) && (n > 1)) {
+        swr->stride = 1 + sim_rand() % n;
+        while (sim_gcd(swr->stride, n) != 1) {
+            swr->stride = (swr->stride % n) + 1;
+        }
+        swr->start = sim_rand() % n;
+    }
+
+    while ((count-- > 0) && (swr->pieces_done < n)) {
+        k = swr->pieces_done++;
+        switch (sim.placement) {
+        case SIM_PLACE_REVERSE:
+            piece = n - 1 - k;
+            break;
+        case SIM_PLACE_RANDOM:
+            piece = (k * swr->stride + swr->start) % n;
+            break;
+        default:
+            piece = k;
+            break;
+        }
+        off = piece * mtu;
+        len = ((length - off) < mtu) ? (length - off) : mtu;
+        sim_copy_local(swr, off, remote + off, len, is_read);
+        sim.stats.bytes_placed += len;
+    }
+    return swr->pieces_done >= n;
+}
+
+/* Requests of a QP whose data may be placed at once in random placement:
+ * a WRITE's packets may overtake an earlier WRITE's (adaptive routing) */
+#define SIM_PLACE_WINDOW 4
+
+static int sim_is_write(const sim_swr_t *swr)
+{
+    return (swr->wr.opcode == IBV_WR_RDMA_WRITE) ||
+           (swr->wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM);
+}
+
+/*
+ * Random placement: places pieces of a WRITE behind the head one, if the
+ * generator picks one and every request before it is a WRITE too. Its
+ * completion (and its immediate) still waits for its turn. Returns 1 if
+ * it placed something.
+ */
+static int sim_place_ahead(sim_qp_t *qp, sim_qp_t *resp)
+{
+    unsigned window = (qp->sq_count < SIM_PLACE_WINDOW) ? qp->sq_count :
+                      SIM_PLACE_WINDOW;
+    unsigned j      = (unsigned)(sim_rand() % window), i;
+    uint64_t length;
+    sim_swr_t *swr;
+    uint8_t *remote;
+    int k;
+
+    for (i = 0; i <= j; ++i) {
+        if (!sim_is_write(&qp->sq[(qp->sq_head + i) %
+                                 (qp->cap.max_send_wr + 1)])) {
+            return 0;
+        }
+    }
+    if (j == 0) {
+        return 0;
+    }
+
+    swr = &qp->sq[(qp->sq_head + j) % (qp->cap.max_send_wr + 1)];
+    for (k = 0, length = 0; k < swr->wr.num_sge; ++k) {
+        if ((swr->inline_data == NULL) &&
+            (sim_local(qp, &swr->sge[k], 0) == NULL)) {
+            return 0; /* Its error comes in its turn */
+        }
+        length += swr->sge[k].length;
+    }
+    remote = sim_remote(resp, swr->wr.wr.rdma.remote_addr,
+                        swr->wr.wr.rdma.rkey, length,
+                        IBV_ACCESS_REMOTE_WRITE);
+    if ((remote == NULL) || (length == 0) ||
+        (swr->pieces_done * (qp->mtu ? qp->mtu : 1024) >= length)) {
+        return 0;
+    }
+    (void)sim_place(qp, swr, remote, length, 0);
+    return 1;
+}
+
 /* Executes the head request of @a qp; returns 1 if it made progress */
 static int sim_exec(sim_qp_t *qp)
 {
@@ -1304,7 +1473,7 @@ static int sim_exec(sim_qp_t *qp)
     sim_rwr_t *rwr;
     struct ibv_wc wc;
     uint64_t length = 0, old;
-    uint8_t *remote, *local;
+    uint8_t *remote;
     int i, access;
 
     if (swr->wr.opcode == IBV_WR_BIND_MW) {
@@ -1349,6 +1518,10 @@ static int sim_exec(sim_qp_t *qp)
         return 0;
     }
 
+    if ((sim.placement == SIM_PLACE_RANDOM) && sim_place_ahead(qp, resp)) {
+        return 1;
+    }
+
     switch (swr->wr.opcode) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -1358,6 +1531,11 @@ static int sim_exec(sim_qp_t *qp)
         if ((remote == NULL) && (length > 0)) {
             break;
         }
+        if (!sim_place(qp, swr, remote, length, 0)) {
+            return 1; /* More pieces to come */
+        }
+        /* The immediate comes with the last packet: it needs a receive
+         * (the pieces before it stay placed) */
         if (swr->wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
             if (resp->rq_count == 0) {
                 ++sim.stats.rnr_naks;
@@ -1370,16 +1548,6 @@ static int sim_exec(sim_qp_t *qp)
                 return 0;
             }
         }
-        if (swr->inline_data != NULL) {
-            memcpy(remote, swr->inline_data, swr->inline_len);
-        } else {
-            for (i = 0, local = remote; i < swr->wr.num_sge; ++i) {
-                memmove(local, (void*)(uintptr_t)swr->sge[i].addr,
-                        swr->sge[i].length);
-                local += swr->sge[i].length;
-            }
-        }
-        sim.stats.bytes_placed += length;
         if (swr->wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
             rwr = &resp->rq[resp->rq_head];
             sim_wc_init(&wc, rwr->wr_id, IBV_WC_SUCCESS,
@@ -1401,12 +1569,9 @@ static int sim_exec(sim_qp_t *qp)
         if ((remote == NULL) && (length > 0)) {
             break;
         }
-        for (i = 0; i < swr->wr.num_sge; ++i) {
-            memmove((void*)(uintptr_t)swr->sge[i].addr, remote,
-                    swr->sge[i].length);
-            remote += swr->sge[i].length;
+        if (!sim_place(qp, swr, remote, length, 1)) {
+            return 1;
         }
-        sim.stats.bytes_placed += length;
         sim_complete(qp, (uint32_t)length);
         return 1;
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
