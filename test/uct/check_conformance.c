@@ -2034,6 +2034,8 @@ END_TEST
 #define CONFORMANCE_CASE(_suite, _name, _timeout) \
     { \
         TCase *_tc = tcase_create(#_name); \
+        /* Tagged with its name too: CK_EXCLUDE_TAGS=name leaves it out */ \
+        tcase_set_tags(_tc, #_name); \
         tcase_set_timeout(_tc, _timeout); \
         tcase_add_test(_tc, test_##_name); \
         suite_add_tcase(_suite, _tc); \
