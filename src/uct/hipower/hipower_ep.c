@@ -43,6 +43,12 @@ typedef struct uct_hipower_qp_gc {
     uct_hipower_iface_t          *iface;
     uct_hipower_ep_ctrl_t        *ctrl;        /* Target of its READs */
     struct ibv_mr                *ctrl_local_mr;
+    /* After a goodbye, the peer may still read our bitmaps and write our
+     * control words until it has it: those windows stay open until the
+     * QP drained (they cover ctrl, kept here; never the slots, which go
+     * back to the pool at destroy) */
+    uct_hipower_window_t         ctrl_read;
+    uct_hipower_window_t         ctrl_write;
     int                          in_error;     /* QP moved to error */
     int                          reserve;      /* The endpoint's credit */
 } uct_hipower_qp_gc_t;
@@ -1299,6 +1305,15 @@ static void uct_hipower_qp_gc_free(uct_hipower_qp_gc_t *gc)
         kh_del(uct_hipower_qp_ep, &iface->qp_eps, iter);
     }
 
+    /* Before the QP they are bound to (see uct_hipower_ep_t's creation) */
+    if (gc->ctrl_write.mr != NULL) {
+        uct_hipower_window_close(iface, &gc->ctrl_write,
+                                 "peer-writable words");
+    }
+    if (gc->ctrl_read.mr != NULL) {
+        uct_hipower_window_close(iface, &gc->ctrl_read,
+                                 "peer-readable bitmaps");
+    }
     uct_hipower_qp_destroy(iface, gc->txqp.qp);
     uct_hipower_txqp_drop_ops(&gc->txqp, UINT64_MAX / 2);
     hipower_credits_add(&iface->tx.cq_credits, gc->reserve);
@@ -1419,6 +1434,8 @@ static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
 
     if (!goodbye) {
         uct_hipower_qp_to_error(iface, ep->txqp.qp);
+        /* The peer reaches nothing of ours any more */
+        uct_hipower_ep_dereg_peer_access(ep);
     }
     uct_hipower_ep_cancel_ops(ep, UCS_ERR_CANCELED);
 
@@ -1447,6 +1464,9 @@ static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
         if (iter != kh_end(&iface->qp_eps)) {
             kh_del(uct_hipower_qp_ep, &iface->qp_eps, iter);
         }
+        if (goodbye) {
+            uct_hipower_ep_dereg_peer_access(ep);
+        }
         uct_hipower_qp_destroy(iface, ep->txqp.qp);
         uct_hipower_txqp_drop_ops(&ep->txqp, UINT64_MAX / 2);
         hipower_credits_add(&iface->tx.cq_credits, reserve +
@@ -1463,6 +1483,9 @@ static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
     gc->iface              = iface;
     gc->ctrl               = ep->ctrl;
     gc->ctrl_local_mr      = ep->ctrl_local_mr;
+    /* Open only after a goodbye (closed above otherwise) */
+    gc->ctrl_read          = ep->ctrl_read;
+    gc->ctrl_write         = ep->ctrl_write;
     gc->in_error           = !goodbye;
     gc->reserve            = reserve;
     /* Its receives are flushed into the wake-up CQ: poll it until then */
@@ -1510,10 +1533,11 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
         --iface->event.rx_expected;
     }
 
-    /* The peer can no longer reach our memory; the QP drains apart */
+    /* The peer can no longer reach our slots; the QP drains apart, our
+     * control words stay reachable until it has our goodbye
+     * (uct_hipower_ep_end_qp()) */
     uct_hipower_ep_rx_runs_cleanup(self);
     uct_hipower_ep_free_runs(self);
-    uct_hipower_ep_dereg_peer_access(self);
     uct_hipower_ep_end_qp(self);
 }
 
