@@ -42,6 +42,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ucs/time/time.h>
+
 
 #define SIM_MAX_DEVS        8
 #define SIM_MAX_SGE         32
@@ -161,6 +163,11 @@ static struct {
     int                  thread_on;
     pthread_t            thread;
     uint64_t             last_poll_ns;
+    /* HIPOWER_SIM_CLOCK=virtual: time is this count of nanoseconds, moved
+     * by the device's steps, by polls and by hipower_sim_advance(), and
+     * the transport's clock (uct_hipower_clock_now) reads it too */
+    int                  virtual_clock;
+    uint64_t             virtual_ns;
 } sim = {
     .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP
 };
@@ -182,10 +189,19 @@ static uint64_t sim_env_u64(const char *name, uint64_t dflt)
     return (value != NULL) ? strtoull(value, NULL, 0) : dflt;
 }
 
+/* Virtual time a device step and a poll take: what lets a deadline of the
+ * device (retry, RNR) or of the transport (grants, idle demotion) expire
+ * while the schedule runs, the same way for every replay of a seed */
+#define SIM_VIRTUAL_NS_PER_STEP 1000
+#define SIM_VIRTUAL_NS_PER_POLL 200
+
 static uint64_t sim_now_ns(void)
 {
     struct timespec ts;
 
+    if (sim.virtual_clock) {
+        return sim.virtual_ns;
+    }
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
@@ -284,14 +300,26 @@ static void sim_init(void)
     }
     sim.dev_list[sim.num_devs] = NULL;
     sim.initialized            = 1;
-    sim.thread_on              = (int)sim_env_u64("HIPOWER_SIM_THREAD", 1);
+    sim.virtual_clock          = (getenv("HIPOWER_SIM_CLOCK") != NULL) &&
+                                 !strcmp(getenv("HIPOWER_SIM_CLOCK"),
+                                         "virtual");
+    /* Not 0: the transport takes 0 for "not set" in places */
+    sim.virtual_ns             = 1000000000ull;
+    /* The thread works when the wall clock says nobody polled: with a
+     * virtual clock, steps come from polls and from the test alone */
+    sim.thread_on              = !sim.virtual_clock &&
+                                 (int)sim_env_u64("HIPOWER_SIM_THREAD", 1);
     if (sim.thread_on &&
         (pthread_create(&sim.thread, NULL, sim_thread_func, NULL) == 0)) {
         pthread_detach(sim.thread);
     }
+    if (sim_env_u64("HIPOWER_SIM_QUIET", 0)) {
+        return;
+    }
     fprintf(stderr, "hipower-sim: %d devices, seed %" PRIu64 " "
-            "(HIPOWER_SIM_SEED=%" PRIu64 " replays this run), writes placed "
-            "%s\n", sim.num_devs, sim.seed, sim.seed,
+            "(HIPOWER_SIM_SEED=%" PRIu64 " replays this run), %s clock, "
+            "writes placed %s\n", sim.num_devs, sim.seed, sim.seed,
+            sim.virtual_clock ? "virtual" : "wall",
             (sim.placement == SIM_PLACE_IN_ORDER) ? "in order" :
             (sim.placement == SIM_PLACE_REVERSE) ? "last piece first" :
             "in random order");
@@ -798,6 +826,7 @@ static int sim_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
     int n = 0;
 
     pthread_mutex_lock(&sim.lock);
+    sim.virtual_ns  += SIM_VIRTUAL_NS_PER_POLL;
     sim.last_poll_ns = sim_now_ns();
     /* The device worked meanwhile: a few steps, as many as the seed says */
     steps = (unsigned)(sim_rand() % (sim.steps_per_poll + 1));
@@ -1291,18 +1320,44 @@ static void sim_exec_bind(sim_qp_t *qp, sim_swr_t *swr)
     sim_mw_t *mw                  = (sim_mw_t*)swr->wr.bind_mw.mw;
     sim_mr_t *mr                  = (sim_mr_t*)info->mr;
 
-    if ((mw == NULL) || (mr == NULL) || (mw->dev != qp->dev) ||
-        ((swr->wr.bind_mw.rkey >> 8) != (mw->mw.rkey >> 8)) ||
-        !(mr->access & IBV_ACCESS_MW_BIND) ||
-        ((info->mw_access_flags & (IBV_ACCESS_REMOTE_WRITE |
-                                   IBV_ACCESS_REMOTE_ATOMIC)) &&
-         !(mr->access & IBV_ACCESS_LOCAL_WRITE)) ||
-        (info->addr < (uintptr_t)mr->mr.addr) ||
-        (info->addr + info->length >
-         (uintptr_t)mr->mr.addr + mr->mr.length)) {
+    const char *why = NULL;
+    void *obj;
+    int is_mw;
+
+    /* The window by its key, as a device finds it (the pointer in the
+     * request may be of a window deallocated since: not to be touched) */
+    obj = sim_key_find(qp->dev, swr->wr.bind_mw.rkey, &is_mw);
+    if ((obj == NULL) || !is_mw) {
+        /* Deallocated after the bind was posted: the bind fails and the
+         * QP goes to error, as rxe does; a transport's bug only if the QP
+         * was one it still used (then its endpoint fails, and a test sees
+         * that) */
+        ++sim.stats.bind_errors;
+        sim_fail(qp, IBV_WC_MW_BIND_ERR);
+        return;
+    }
+
+    if ((mw == NULL) || (mr == NULL) || (obj != mw)) {
+        why = "no window or no MR";
+    } else if (mw->dev != qp->dev) {
+        why = "window of another device";
+    } else if ((swr->wr.bind_mw.rkey >> 8) != (mw->mw.rkey >> 8)) {
+        why = "new rkey not of this window";
+    } else if (!(mr->access & IBV_ACCESS_MW_BIND)) {
+        why = "MR without MW_BIND";
+    } else if ((info->mw_access_flags & (IBV_ACCESS_REMOTE_WRITE |
+                                         IBV_ACCESS_REMOTE_ATOMIC)) &&
+               !(mr->access & IBV_ACCESS_LOCAL_WRITE)) {
+        why = "remote write on an MR without local write";
+    } else if ((info->addr < (uintptr_t)mr->mr.addr) ||
+               (info->addr + info->length >
+                (uintptr_t)mr->mr.addr + mr->mr.length)) {
+        why = "range outside the MR";
+    }
+    if (why != NULL) {
         ++sim.stats.local_errors;
-        fprintf(stderr, "hipower-sim: bad memory window bind on qp 0x%x\n",
-                qp->qp.qp_num);
+        fprintf(stderr, "hipower-sim: bad memory window bind on qp 0x%x: "
+                "%s\n", qp->qp.qp_num, why);
         sim_fail(qp, IBV_WC_MW_BIND_ERR);
         return;
     }
@@ -1623,6 +1678,7 @@ unsigned hipower_sim_step(unsigned count)
             qp = qp->ready_next;
         }
         ++sim.stats.steps;
+        sim.virtual_ns += SIM_VIRTUAL_NS_PER_STEP;
         if (qp->qp.state == IBV_QPS_RTS) {
             done += sim_exec(qp);
         }
@@ -1647,4 +1703,155 @@ uint64_t hipower_sim_seed(void)
     seed = sim.seed;
     pthread_mutex_unlock(&sim.lock);
     return seed;
+}
+
+uint64_t hipower_sim_now_ns(void)
+{
+    uint64_t now;
+
+    pthread_mutex_lock(&sim.lock);
+    sim_init();
+    now = sim_now_ns();
+    pthread_mutex_unlock(&sim.lock);
+    return now;
+}
+
+void hipower_sim_advance(uint64_t ns)
+{
+    pthread_mutex_lock(&sim.lock);
+    sim.virtual_ns += ns;
+    pthread_mutex_unlock(&sim.lock);
+}
+
+void hipower_sim_reseed(uint64_t seed)
+{
+    pthread_mutex_lock(&sim.lock);
+    sim_init();
+    sim.seed = seed;
+    sim.rng  = seed * 0x9e3779b97f4a7c15ull + 1;
+    pthread_mutex_unlock(&sim.lock);
+}
+
+/*
+ * The transport's clock (hipower_clock.h), interposed like the verbs
+ * functions: the wall clock, or the virtual one in the units of
+ * ucs_get_time()
+ */
+ucs_time_t uct_hipower_clock_now(void)
+{
+    if (!sim.virtual_clock) {
+        return ucs_get_time();
+    }
+    return ucs_time_from_usec((double)sim.virtual_ns / 1000.0);
+}
+
+int hipower_sim_fail_qp(int dev_index, uint32_t qpn)
+{
+    sim_qp_t *qp = NULL;
+
+    pthread_mutex_lock(&sim.lock);
+    if ((dev_index >= 0) && (dev_index < sim.num_devs)) {
+        qp = sim_qp_find(&sim.devs[dev_index], qpn);
+    }
+    if (qp != NULL) {
+        sim_qp_error(qp);
+    }
+    pthread_mutex_unlock(&sim.lock);
+    return (qp != NULL) ? 0 : -1;
+}
+
+/* What a hostile peer writes: random bytes, or values a protocol word
+ * plausibly holds (small counts, all ones, a word near one already
+ * there), which get further into a parser than noise does */
+static void sim_hostile_bytes(uint8_t *dst, size_t len)
+{
+    uint64_t kind = sim_rand() % 4, value;
+    size_t i;
+
+    for (i = 0; i < len; i += sizeof(value)) {
+        switch (kind) {
+        case 0:
+            value = sim_rand();
+            break;
+        case 1:
+            value = sim_rand() % 8;
+            break;
+        case 2:
+            value = ~0ull << (sim_rand() % 64);
+            break;
+        default:
+            memcpy(&value, dst + i, ((len - i) < sizeof(value)) ?
+                                    (len - i) : sizeof(value));
+            value += (sim_rand() % 5) - 2;
+            break;
+        }
+        memcpy(dst + i, &value, ((len - i) < sizeof(value)) ?
+                                (len - i) : sizeof(value));
+    }
+}
+
+size_t hipower_sim_scribble(int dev_index, uint32_t qpn)
+{
+    sim_qp_t *resp = NULL;
+    sim_dev_t *dev;
+    uint64_t addr = 0, length = 0, off, len;
+    unsigned count = 0, pick;
+    sim_mw_t *mw;
+    uint32_t i;
+    int pass;
+
+    pthread_mutex_lock(&sim.lock);
+    if ((dev_index >= 0) && (dev_index < sim.num_devs)) {
+        resp = sim_qp_find(&sim.devs[dev_index], qpn);
+    }
+    if ((resp == NULL) || (resp->qp.state == IBV_QPS_ERR)) {
+        pthread_mutex_unlock(&sim.lock);
+        return 0;
+    }
+
+    /* What the responder lets its peer write: the windows bound to it.
+     * (MRs of its domain with remote write are the user's RMA buffers, or
+     * the rcache's registrations of memory since freed: a peer reaches
+     * them only with keys the user gave it, not the transport's business;
+     * pass 0 counts, pass 1 takes the chosen one) */
+    dev  = resp->dev;
+    pick = 0;
+    for (pass = 0; pass < 2; ++pass) {
+        for (i = 1, count = 0; i < dev->num_keys; ++i) {
+            if ((dev->keys[i] == NULL) || !dev->key_is_mw[i]) {
+                continue;
+            }
+            mw = dev->keys[i];
+            if ((mw->mr == NULL) || (mw->qp != resp) ||
+                !(mw->access & IBV_ACCESS_REMOTE_WRITE)) {
+                continue;
+            }
+            addr   = mw->addr;
+            length = mw->length;
+            if ((length > 0) && (pass == 1) && (count == pick)) {
+                goto found;
+            }
+            count += (length > 0);
+        }
+        if (count == 0) {
+            break;
+        }
+        pick = (unsigned)(sim_rand() % count);
+    }
+    pthread_mutex_unlock(&sim.lock);
+    return 0;
+
+found:
+    /* Mostly a word or two, sometimes a longer run, 8-byte aligned half
+     * of the time (where the protocol's words are) */
+    len = (sim_rand() % 4 == 0) ? 1 + sim_rand() % 256 : 1 + sim_rand() % 16;
+    len = (len < length) ? len : length;
+    off = sim_rand() % (length - len + 1);
+    if (sim_rand() % 2) {
+        off &= ~7ull;
+    }
+    sim_hostile_bytes((uint8_t*)(uintptr_t)(addr + off), len);
+    sim.stats.bytes_placed += len;
+    pthread_mutex_unlock(&sim.lock);
+    return len;
 }

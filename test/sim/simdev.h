@@ -15,6 +15,7 @@
 #ifndef HIPOWER_SIMDEV_H_
 #define HIPOWER_SIMDEV_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* What the device did and saw, for tests and for the end-of-run line */
@@ -32,6 +33,8 @@ typedef struct hipower_sim_stats {
                                 transport bug (the device would fail) */
     uint64_t local_errors;   /* Requests that broke a local rule (lkey,
                                 range, bind): a transport bug */
+    uint64_t bind_errors;    /* Binds of windows deallocated after the
+                                bind was posted: the QP fails, as on rxe */
 } hipower_sim_stats_t;
 
 /* Runs @a count device steps; returns how many did something */
@@ -42,5 +45,27 @@ void hipower_sim_get_stats(hipower_sim_stats_t *stats);
 
 /* The seed in use (HIPOWER_SIM_SEED, or 1) */
 uint64_t hipower_sim_seed(void);
+
+/* Restarts the device's generator from @a seed (one schedule per seed) */
+void hipower_sim_reseed(uint64_t seed);
+
+/* The device's time in nanoseconds: virtual with HIPOWER_SIM_CLOCK=virtual
+ * (then also the transport's clock, and the device thread is off), else
+ * the monotonic clock */
+uint64_t hipower_sim_now_ns(void);
+
+/* Moves the virtual clock on by @a ns: a peer that stopped for a minute */
+void hipower_sim_advance(uint64_t ns);
+
+/* Sends QP @a qpn of device @a dev_index to error (a fatal QP error: what
+ * it had outstanding completes flushed, its peer's requests find nobody);
+ * -1 if there is no such QP */
+int hipower_sim_fail_qp(int dev_index, uint32_t qpn);
+
+/* A hostile peer of QP @a qpn of device @a dev_index writes something
+ * (random bytes or plausible protocol words) somewhere it may write:
+ * in a window bound to that QP (all the transport lets a peer reach).
+ * Returns the bytes written, 0 if it could reach nothing. */
+size_t hipower_sim_scribble(int dev_index, uint32_t qpn);
 
 #endif

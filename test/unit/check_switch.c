@@ -56,7 +56,8 @@ END_TEST
 
 /* An ask is a want from a run of no slots: the fair share if the pool has
  * it beyond the reserve, what it has beyond the reserve if less but at
- * least the mailbox (MIN_SLOTS: review L2, a waiter got 1-slot runs), and
+ * least the mailbox (MIN_SLOTS: review L2, a waiter got 1-slot runs), the
+ * mailbox from the reserve if the pool has it only with the reserve, and
  * nothing (the endpoint waits) when less is left */
 START_TEST(test_switch_grant_from_nothing)
 {
@@ -71,11 +72,19 @@ START_TEST(test_switch_grant_from_nothing)
     ck_assert_int_eq(hipower_grant_decide(0, 16, 1, 16, 8, 8, &size),
                      HIPOWER_GRANT_GROW);
     ck_assert_uint_eq(size, 8);
+    /* Less than the reserve and a mailbox: the mailbox, from the reserve
+     * (a pool of a few mailboxes kept one empty for ever otherwise) */
     ck_assert_int_eq(hipower_grant_decide(0, 16, 1, 12, 8, 8, &size),
-                     HIPOWER_GRANT_NONE);
-    ck_assert_int_eq(hipower_grant_decide(0, 16, 1, 9, 8, 8, &size),
-                     HIPOWER_GRANT_NONE);
+                     HIPOWER_GRANT_GROW);
+    ck_assert_uint_eq(size, 8);
     ck_assert_int_eq(hipower_grant_decide(0, 16, 1, 8, 8, 8, &size),
+                     HIPOWER_GRANT_GROW);
+    ck_assert_uint_eq(size, 8);
+    /* Less than a mailbox: nothing (the endpoint waits) */
+    ck_assert_int_eq(hipower_grant_decide(0, 16, 1, 7, 8, 8, &size),
+                     HIPOWER_GRANT_NONE);
+    /* A run that has one grows only beyond the reserve */
+    ck_assert_int_eq(hipower_grant_decide(8, 16, 1, 12, 8, 8, &size),
                      HIPOWER_GRANT_NONE);
     /* Without an ask, nothing: a peer without a run gets one only when it
      * has something to send */

@@ -484,6 +484,15 @@ static void uct_hipower_ep_check_peer_state(uct_hipower_ep_t *ep)
         ep->flags |= UCT_HIPOWER_EP_FLAG_PEER_CLOSED |
                      UCT_HIPOWER_EP_FLAG_PEER_READY;
         uct_hipower_ep_rx_release_abandon(ep);
+        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE) &&
+            uct_hipower_ep_iface(ep)->config.shared_pool &&
+            (uct_hipower_ep_rx_held(ep) > 0)) {
+            /* Seen on an idle endpoint (a request of ours failed): progress
+             * visits it again, delivers what the peer wrote before it
+             * closed and then gives its runs back to the pool
+             * (uct_hipower_ep_rx_peer_gone()) */
+            uct_hipower_ep_activate(ep);
+        }
     }
 }
 
@@ -511,8 +520,16 @@ unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep)
     }
 
     count = uct_hipower_ep_rx_progress(ep);
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
-        return count; /* A bad frame: nothing more to do with this peer */
+    if (ucs_unlikely(ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
+                                  UCT_HIPOWER_EP_FLAG_PEER_CLOSED))) {
+        if (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) {
+            return count; /* A bad frame: nothing more to do with it */
+        }
+        if (count == 0) {
+            /* The peer's frames all landed before its "closed": none
+             * found now, none will come */
+            uct_hipower_ep_rx_peer_gone(ep);
+        }
     }
     if (ucs_unlikely(ep->tx.unannounced > 0)) {
         uct_hipower_ep_announce(ep);

@@ -637,6 +637,16 @@ void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface);
  * pool (deregistered first) and it fails with UCS_ERR_ENDPOINT_TIMEOUT */
 void uct_hipower_ep_rx_timeout(uct_hipower_ep_t *ep);
 
+/*
+ * The peer closed its endpoint in order ("closed" is written after its last
+ * frame, on the same QP) and the receiver found nothing more to deliver
+ * with no message of it held: nothing will be written into its runs again,
+ * so they go back to the pool now, not when the user destroys the endpoint
+ * -- which a UCP user keeping an endpoint to a departed peer may never do,
+ * while peers wait for a run (found by the simulator's schedules)
+ */
+void uct_hipower_ep_rx_peer_gone(uct_hipower_ep_t *ep);
+
 /* Receiver: the endpoint goes (destroyed): no more a waiter, no more
  * counted without a run */
 void uct_hipower_ep_rx_runs_cleanup(uct_hipower_ep_t *ep);

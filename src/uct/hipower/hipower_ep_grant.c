@@ -146,7 +146,8 @@ static void uct_hipower_ep_grant_out(uct_hipower_ep_t *ep, int out)
 
     if (out && (iface->config.grant_timeout != UCS_TIME_INFINITY)) {
         ucs_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_GRANT_OUT));
-        ep->rx.grant_deadline = ucs_get_time() + iface->config.grant_timeout;
+        ep->rx.grant_deadline = uct_hipower_clock_now() +
+                                iface->config.grant_timeout;
         ucs_list_add_tail(&iface->pool.granting, &ep->rx.grant_list);
         ep->flags |= UCT_HIPOWER_EP_FLAG_GRANT_OUT;
     } else if (!out && (ep->flags & UCT_HIPOWER_EP_FLAG_GRANT_OUT)) {
@@ -458,13 +459,13 @@ void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface)
     uct_hipower_ep_rx_timeout(ep);
 }
 
-void uct_hipower_ep_rx_timeout(uct_hipower_ep_t *ep)
+/* Every run the endpoint holds or granted goes back to the pool now,
+ * deregistered first; the endpoint lives on without one */
+static void uct_hipower_ep_rx_give_back(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uint32_t held              = uct_hipower_ep_rx_held(ep);
 
-    /* Its runs go back first (deregistered: a late write of the peer's
-     * fails its own connection), then the endpoint fails */
     uct_hipower_ep_grant_out(ep, 0);
     uct_hipower_ep_idle_holder(ep, 0);
     uct_hipower_ep_held_changed(ep, -(int32_t)held);
@@ -477,7 +478,31 @@ void uct_hipower_ep_rx_timeout(uct_hipower_ep_t *ep)
     }
     uct_hipower_ep_free_runs(ep);
     uct_hipower_iface_pool_update(iface);
+}
+
+void uct_hipower_ep_rx_timeout(uct_hipower_ep_t *ep)
+{
+    /* Its runs go back first (deregistered: a late write of the peer's
+     * fails its own connection), then the endpoint fails */
+    uct_hipower_ep_rx_give_back(ep);
     uct_hipower_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
+}
+
+void uct_hipower_ep_rx_peer_gone(uct_hipower_ep_t *ep)
+{
+    /* Not while the user keeps a message in the slots; the shared pool
+     * only (an endpoint's own run goes with it at destroy) */
+    if (!uct_hipower_ep_iface(ep)->config.shared_pool ||
+        (uct_hipower_ep_rx_held(ep) == 0) || (ep->rx.ring.held > 0)) {
+        return;
+    }
+
+    ucs_debug(UCT_HIPOWER_EP_FMT ": the peer closed and every message of it "
+              "was delivered: its %u slots go back to the pool",
+              UCT_HIPOWER_EP_ARG(ep), uct_hipower_ep_rx_held(ep));
+    uct_hipower_ep_wait_end(ep);
+    uct_hipower_ep_rx_give_back(ep);
+    uct_hipower_ep_iface(ep)->stats.closed_returns++;
 }
 
 void uct_hipower_iface_serve_waiters(uct_hipower_iface_t *iface)

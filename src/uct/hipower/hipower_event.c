@@ -489,6 +489,13 @@ void uct_hipower_ep_demote(uct_hipower_ep_t *ep)
         ep->flags &= ~UCT_HIPOWER_EP_FLAG_DEMOTING;
         uct_hipower_ep_deactivate(ep);
         iface->stats.demotions++;
+        if ((ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
+                          UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ==
+            UCT_HIPOWER_EP_FLAG_PEER_CLOSED) {
+            /* Nothing came for IDLE_TIME after its "closed": its runs are
+             * of no more use */
+            uct_hipower_ep_rx_peer_gone(ep);
+        }
         return;
     }
 
@@ -534,9 +541,9 @@ void uct_hipower_ep_demote_done(uct_hipower_ep_t *ep, uint64_t gen)
     if (verdict != HIPOWER_DEMOTE_BEHIND) {
         ep->event.behind_since = 0;
     } else if (ep->event.behind_since == 0) {
-        ep->event.behind_since = ucs_get_time();
+        ep->event.behind_since = uct_hipower_clock_now();
     } else if ((iface->config.grant_timeout != UCS_TIME_INFINITY) &&
-               (ucs_get_time() - ep->event.behind_since >
+               (uct_hipower_clock_now() - ep->event.behind_since >
                 iface->config.grant_timeout)) {
         /* Messages in flight land in microseconds: a peer that says for
          * this long that it announced messages we never got is broken or

@@ -77,8 +77,8 @@ static inline uint32_t hipower_grant_fair_share(uint32_t pool_slots,
  * shrink to @a fair (or what the pool has, if less) when it holds more
  * than that, grow towards @a fair when its sender asked for more (@a wants:
  * its ring was full, or it has no run). A grow takes only what leaves
- * @a reserve slots free (@a reserve >= @a mailbox) and is at least the
- * mailbox from no run; a shrink may take the reserve. The new run's size
+ * @a reserve slots free and is at least the mailbox from no run; a shrink,
+ * and a peer without a run for its mailbox, may take the reserve. The new run's size
  * goes to @a size_p. (Idle endpoints are released, not shrunk:
  * hipower_ep_grant.c.)
  */
@@ -100,7 +100,21 @@ hipower_grant_decide(uint32_t cur_count, uint32_t fair, int wants,
         return HIPOWER_GRANT_SHRINK;
     }
 
-    if (!wants || (free_slots <= reserve)) {
+    if (!wants) {
+        return HIPOWER_GRANT_NONE;
+    }
+    if ((cur_count == 0) && (free_slots >= mailbox) &&
+        (free_slots < reserve + mailbox)) {
+        /* A peer without a run gets its mailbox even from the reserve: the
+         * reserve lets a shrink find room (and a shrink that finds none
+         * waits for runs to come back), but a peer with nothing must not
+         * wait for a mailbox the pool holds -- with a pool of a few
+         * mailboxes the reserve kept one of them empty for ever (found by
+         * the simulator's schedules) */
+        *size_p = mailbox;
+        return HIPOWER_GRANT_GROW;
+    }
+    if (free_slots <= reserve) {
         return HIPOWER_GRANT_NONE;
     }
     size = free_slots - reserve;

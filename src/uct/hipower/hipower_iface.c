@@ -607,7 +607,7 @@ ucs_status_t uct_hipower_iface_wait_qp(uct_hipower_iface_t *iface,
                                        uct_hipower_txqp_t *txqp,
                                        const char *what)
 {
-    ucs_time_t deadline = ucs_get_time() +
+    ucs_time_t deadline = uct_hipower_clock_now() +
                           ucs_time_from_sec(UCT_HIPOWER_WAIT_QP_SEC);
     struct ibv_wc wc, *wcs;
     unsigned size;
@@ -620,7 +620,7 @@ ucs_status_t uct_hipower_iface_wait_qp(uct_hipower_iface_t *iface,
                       num_wcs);
             return UCS_ERR_IO_ERROR;
         } else if (num_wcs == 0) {
-            if (ucs_get_time() > deadline) {
+            if (uct_hipower_clock_now() > deadline) {
                 ucs_error("hipower %s: %s on qp 0x%x did not complete within "
                           "%d s", iface->dev_name, what, txqp->qp->qp_num,
                           UCT_HIPOWER_WAIT_QP_SEC);
@@ -705,7 +705,7 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
 
     if (ucs_unlikely(++iface->clock.calls == UCT_HIPOWER_CLOCK_CALLS)) {
         iface->clock.calls = 0;
-        iface->clock.now   = ucs_get_time();
+        iface->clock.now   = uct_hipower_clock_now();
         /* Deadlines of seconds need no finer clock: nothing per call */
         if (ucs_unlikely(!ucs_list_is_empty(&iface->pool.granting))) {
             uct_hipower_iface_grant_deadline(iface);
@@ -1014,7 +1014,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     ucs_list_head_init(&self->active_eps);
     self->num_idle      = 0;
     self->num_wake_due  = 0;
-    self->clock.now     = ucs_get_time();
+    self->clock.now     = uct_hipower_clock_now();
     self->clock.calls   = 0;
     ucs_list_head_init(&self->pending_eps);
     ucs_list_head_init(&self->gc_list);

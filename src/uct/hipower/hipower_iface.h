@@ -5,6 +5,7 @@
 #define UCT_HIPOWER_IFACE_H_
 
 #include "hipower_md.h"
+#include "hipower_clock.h"
 #include "hipower_active.h"
 #include "hipower_arena.h"
 #include "hipower_ring.h"

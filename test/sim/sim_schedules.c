@@ -1,0 +1,1362 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ *
+ * Random schedules of the transport on the simulated device, each one
+ * drawn from a seed and checked by an oracle (docs/sim.md, "Schedules").
+ *
+ * One schedule: three hipower interfaces (on sim0, sim1 and sim0 again)
+ * opened with settings the seed picks (notification mode, slot size and
+ * count, a shared pool too small for every endpoint, idle time, grant
+ * timeout, queue lengths, signaling), then a few hundred operations the
+ * seed picks: connections made and destroyed (churn over reused slots),
+ * bursts of checksummed active messages both ways (short, bcopy, zcopy,
+ * and the pending queue when there is no room), flushes, progress of one
+ * interface, device steps, descriptors held and released, the clock moved
+ * on, and faults: a QP sent to error, an interface that stops calling
+ * progress for longer than the deadlines, a hostile peer writing into
+ * whatever the receiver let it reach. The device's steps, the placement of
+ * writes and the transport's clock (virtual: HIPOWER_SIM_CLOCK=virtual)
+ * all come from the seed, so a seed replays its schedule.
+ *
+ * The oracle, checked as things happen:
+ *  - each message is delivered at most once, in order, intact, on the
+ *    interface it was sent to, from a connection that sent it, and never
+ *    after the receiving endpoint was destroyed (stale frames);
+ *  - a message that was accepted (the send returned OK) on a connection
+ *    that no fault, hostile peer or close touched is delivered: at the end,
+ *    first with the senders silent (delivery never depends on the sender),
+ *    then with everyone progressing, within a bound of progress calls;
+ *  - an endpoint fails only if its connection met a fault, a stopped or
+ *    hostile peer, or its peer's endpoint went;
+ *  - nothing a hostile peer writes shows on another connection;
+ *  - at the end every flush completes, and once every endpoint is
+ *    destroyed each interface's shared pool has every slot back; the
+ *    device saw no local protection error and no CQ overrun.
+ * A failure prints the seed, the operation and the command that replays
+ * it with a trace.
+ *
+ * HIPOWER_SCHED_FIRST (1), HIPOWER_SCHED_COUNT (100): the seeds to run;
+ * HIPOWER_SCHED_OPS (300): operations per schedule; HIPOWER_SCHED_MODE
+ * (any): self, push, pull or any; HIPOWER_SCHED_FAULTS (1): 0 leaves
+ * faults and hostile peers out; HIPOWER_SCHED_TRACE (0): 1 prints every
+ * operation. The first failure ends the run (the transport's state after
+ * it is not worth going on with).
+ */
+#define _GNU_SOURCE
+#include "simdev.h"
+
+#include <uct/api/uct.h>
+#include <ucs/async/async.h>
+
+#include "hipower_iface.h"
+#include "hipower_ep.h"
+
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+
+#define NUM_SIDES        3
+#define MAX_CONNS        48
+#define ZBUFS            8
+#define HELD_MAX         32
+#define MSG_MIN          24
+#define MSG_MAX          8192
+#define AM_ID            3
+/* Progress rounds the end of a schedule may take to deliver everything */
+#define SETTLE_ROUNDS    200000
+
+/* Every message starts so: who sent it where, and a checksum of the rest */
+typedef struct {
+    uint32_t conn;
+    uint32_t seq;
+    uint32_t length;
+    uint32_t checksum;
+    uint32_t dir;
+    uint32_t schedule;
+} sched_msg_t;
+
+typedef struct {
+    uct_md_h              md;
+    uct_iface_attr_t      attr;
+} sched_dev_t;
+
+typedef struct {
+    int                   index;
+    int                   dev;          /* sim device index */
+    ucs_async_context_t   *async;
+    uct_worker_h          worker;
+    uct_iface_h           iface;
+    uct_iface_attr_t      attr;
+    uct_device_addr_t     *dev_addr;
+    int                   stopped;      /* Ops left before it progresses */
+    uint64_t              last_progress_ns;
+    int                   tainted;      /* A hostile peer wrote to it */
+    void                  *held[HELD_MAX];
+    int                   num_held;
+    struct {
+        void              *buf;
+        uct_mem_h         memh;
+        uct_completion_t  comp;
+        int               busy;
+    } zbufs[ZBUFS];
+} sched_side_t;
+
+/* One direction of a connection: sent on ep[dir], received at the other
+ * side */
+typedef struct {
+    uint32_t              sent;        /* Accepted by the transport */
+    uint32_t              delivered;   /* Next expected at the receiver */
+    int                   pending;     /* A request in the pending queue */
+    uct_pending_req_t     req;
+    int                   flushing;
+    uct_completion_t      flush_comp;
+} sched_stream_t;
+
+typedef struct {
+    int                   used;
+    int                   side[2];      /* ep[i] lives on side[i] */
+    uct_ep_h              ep[2];        /* NULL once destroyed */
+    int                   destroyed[2];
+    int                   failed[2];    /* Its error handler was called */
+    /* Why this connection may lose messages or fail: a fault, a stopped
+     * or hostile side, a close */
+    int                   excused;
+    int                   hostile;      /* Messages may be anything */
+    sched_stream_t        stream[2];    /* [dir]: ep[dir] -> side[!dir] */
+} sched_conn_t;
+
+static struct {
+    uint64_t              seed;
+    unsigned              op;           /* Current operation */
+    const char            *op_name;
+    uint64_t              rng;
+    int                   trace;
+    int                   faults;
+    uint64_t              grant_timeout_ns;
+    int                   shared_pool;
+    int                   sender_free;  /* Delivery needs no sender call */
+    /* A peer waiting for a run of the shared pool is served: runs come
+     * back from idle endpoints, and only demotion makes them idle */
+    int                   waiters_served;
+    unsigned              fault_pct;    /* Of the ops that may be faults */
+    const char            *mode;
+    unsigned              ops;
+    sched_dev_t           devs[2];
+    sched_side_t          sides[NUM_SIDES];
+    sched_conn_t          conns[MAX_CONNS];
+    int                   num_conns;
+    jmp_buf               fail_jmp;
+    char                  failure[512];
+    /* Totals over all schedules */
+    uint64_t              msgs_sent, msgs_delivered, conns_made, faults_done,
+                          stops, scribbles, pending_adds, garbage,
+                          errors_reported;
+    uint8_t               msg_buf[MSG_MAX];
+} sch;
+
+
+static uint64_t sched_rand(void)
+{
+    sch.rng ^= sch.rng >> 12;
+    sch.rng ^= sch.rng << 25;
+    sch.rng ^= sch.rng >> 27;
+    return sch.rng * 0x2545f4914f6cdd1dull;
+}
+
+static unsigned sched_below(unsigned n)
+{
+    return (n == 0) ? 0 : (unsigned)(sched_rand() % n);
+}
+
+static void sched_trace(const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!sch.trace) {
+        return;
+    }
+    va_start(ap, fmt);
+    fprintf(stdout, "  [seed %" PRIu64 " op %u] ", sch.seed, sch.op);
+    vfprintf(stdout, fmt, ap);
+    fprintf(stdout, "\n");
+    va_end(ap);
+}
+
+/* With a trace: what each interface's pool and endpoints hold */
+static void sched_dump(void)
+{
+    uct_hipower_iface_t *iface;
+    uct_hipower_ep_t *ep;
+    int s, c, d;
+
+    for (s = 0; s < NUM_SIDES; ++s) {
+        if (sch.sides[s].iface == NULL) {
+            continue;
+        }
+        iface = ucs_derived_of(sch.sides[s].iface, uct_hipower_iface_t);
+        printf("  side %d: pool %u of %u slots free, %u waiting, %u runless,"
+               " %u held descriptors\n", s, iface->arena.slots.free_slots,
+               iface->arena.slots.total, iface->pool.num_waiting,
+               iface->pool.num_runless, sch.sides[s].num_held);
+        ucs_list_for_each(ep, &iface->ep_list, list) {
+            for (c = 0, d = -1; c < sch.num_conns; ++c) {
+                for (d = 0; d < 2; ++d) {
+                    if (sch.conns[c].ep[d] == &ep->super.super) {
+                        goto found;
+                    }
+                }
+            }
+            c = -1;
+found:
+            printf("    connection %d: flags 0x%x, run of %u slots (head %u "
+                   "held %u), grant of %u out, tx msgs %" PRIu64 "\n", c,
+                   ep->flags, ep->rx.ring.num_slots, ep->rx.ring.head,
+                   ep->rx.ring.held, ep->rx.granted.count, ep->tx.msgs);
+        }
+    }
+}
+
+/* The oracle said no: the schedule ends here */
+static void sched_fail(const char *fmt, ...)
+{
+    va_list ap;
+    int len;
+
+    len = snprintf(sch.failure, sizeof(sch.failure), "op %u (%s): ", sch.op,
+                   sch.op_name ? sch.op_name : "-");
+    va_start(ap, fmt);
+    vsnprintf(sch.failure + len, sizeof(sch.failure) - len, fmt, ap);
+    va_end(ap);
+    if (sch.trace) {
+        sched_dump();
+    }
+    longjmp(sch.fail_jmp, 1);
+}
+
+static uint32_t sched_checksum(const uint8_t *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+
+    while (n-- > 0) {
+        h = (h ^ *p++) * 16777619u;
+    }
+    return h;
+}
+
+static ucs_status_t sched_config(uct_iface_config_t *config,
+                                 const char *name, const char *value)
+{
+    char full_name[128];
+    ucs_status_t status;
+
+    /* UCX >= 1.18 matches only the prefixed name, 1.13 the bare one */
+    snprintf(full_name, sizeof(full_name), "HIPOWER_%s", name);
+    status = uct_config_modify(config, full_name, value);
+    if (status == UCS_ERR_NO_ELEM) {
+        status = uct_config_modify(config, name, value);
+    }
+    if (status != UCS_OK) {
+        fprintf(stderr, "hipower-sched: cannot set %s=%s: %s\n", name, value,
+                ucs_status_string(status));
+        exit(2);
+    }
+    return status;
+}
+
+static sched_conn_t *sched_conn_of(int side, uct_ep_h ep, int *dir)
+{
+    int c, d;
+
+    for (c = 0; c < sch.num_conns; ++c) {
+        for (d = 0; d < 2; ++d) {
+            if ((sch.conns[c].ep[d] == ep) && (sch.conns[c].side[d] == side) &&
+                (ep != NULL)) {
+                *dir = d;
+                return &sch.conns[c];
+            }
+        }
+    }
+    return NULL;
+}
+
+
+/* The receiving side */
+
+static int sched_message_ok(int side, const void *data, size_t length,
+                            const char **why, sched_conn_t **conn_p,
+                            const sched_msg_t **msg_p)
+{
+    const sched_msg_t *msg = data;
+    sched_conn_t *conn;
+
+    *conn_p = NULL;
+    *msg_p  = msg;
+    if (length < sizeof(*msg)) {
+        *why = "shorter than a header";
+        return 0;
+    }
+    if ((msg->length != length) ||
+        (msg->checksum != sched_checksum((const uint8_t*)(msg + 1),
+                                         length - sizeof(*msg)))) {
+        *why = "corrupt (length or checksum)";
+        return 0;
+    }
+    if ((msg->schedule != (uint32_t)sch.seed) ||
+        (msg->conn >= (uint32_t)sch.num_conns) || (msg->dir > 1)) {
+        *why = "from no connection of this schedule";
+        return 0;
+    }
+    conn = &sch.conns[msg->conn];
+    if (conn->side[!msg->dir] != side) {
+        *why = "sent to another interface";
+        return 0;
+    }
+    *conn_p = conn;
+    return 1;
+}
+
+static ucs_status_t sched_am_handler(void *arg, void *data, size_t length,
+                                     unsigned flags)
+{
+    int side = (int)(uintptr_t)arg;
+    const sched_msg_t *msg;
+    sched_stream_t *stream;
+    sched_conn_t *conn;
+    const char *why;
+
+    if (!sched_message_ok(side, data, length, &why, &conn, &msg)) {
+        if (sch.sides[side].tainted) {
+            /* A hostile peer's doing, on its own connection: it may write
+             * anything into its own slots */
+            ++sch.garbage;
+            return UCS_OK;
+        }
+        sched_fail("side %d delivered a message %s (length %zu)", side, why,
+                   length);
+    }
+    if (conn->hostile) {
+        return UCS_OK;
+    }
+
+    stream = &conn->stream[msg->dir];
+    if (conn->destroyed[!msg->dir]) {
+        sched_fail("side %d delivered message %u of connection %u after its "
+                   "endpoint was destroyed (a stale frame)", side, msg->seq,
+                   msg->conn);
+    }
+    if (msg->seq != stream->delivered) {
+        sched_fail("side %d: connection %u dir %u delivered seq %u, "
+                   "expected %u (sent %u)", side, msg->conn, msg->dir,
+                   msg->seq, stream->delivered, stream->sent);
+    }
+    if (msg->seq >= stream->sent) {
+        sched_fail("side %d: connection %u dir %u delivered seq %u that was "
+                   "never accepted", side, msg->conn, msg->dir, msg->seq);
+    }
+    ++stream->delivered;
+    ++sch.msgs_delivered;
+
+    if ((flags & UCT_CB_PARAM_FLAG_DESC) &&
+        (sch.sides[side].num_held < HELD_MAX) && (sched_below(8) == 0)) {
+        sch.sides[side].held[sch.sides[side].num_held++] = data;
+        return UCS_INPROGRESS;
+    }
+    return UCS_OK;
+}
+
+static void sched_release_held(sched_side_t *side, int keep)
+{
+    const sched_msg_t *msg;
+    sched_conn_t *conn;
+    const char *why;
+    void *data;
+
+    while (side->num_held > keep) {
+        data = side->held[--side->num_held];
+        msg  = data;
+        if (!side->tainted &&
+            !sched_message_ok(side->index, data, msg->length, &why, &conn,
+                              &msg)) {
+            sched_fail("side %d: a held descriptor changed: %s", side->index,
+                       why);
+        }
+        uct_iface_release_desc(data);
+    }
+}
+
+static ucs_status_t sched_err_handler(void *arg, uct_ep_h ep,
+                                      ucs_status_t status)
+{
+    int side = (int)(uintptr_t)arg, dir;
+    sched_conn_t *conn = sched_conn_of(side, ep, &dir);
+
+    ++sch.errors_reported;
+    if (conn == NULL) {
+        sched_fail("side %d: error handler for an endpoint it does not have "
+                   "(%s)", side, ucs_status_string(status));
+    }
+    sched_trace("side %d: connection %ld endpoint failed: %s", side,
+                (long)(conn - sch.conns), ucs_status_string(status));
+    if (!conn->excused) {
+        sched_fail("side %d: connection %ld failed (%s) though nothing "
+                   "happened to it or its peer", side,
+                   (long)(conn - sch.conns), ucs_status_string(status));
+    }
+    conn->failed[dir] = 1;
+    return UCS_OK;
+}
+
+
+/* Interfaces */
+
+static const char *sched_pick(const char *const *values, unsigned n)
+{
+    return values[sched_below(n)];
+}
+
+#define SCHED_PICK(...) \
+    ({ static const char *const _v[] = { __VA_ARGS__ }; \
+       sched_pick(_v, sizeof(_v) / sizeof(_v[0])); })
+
+static void sched_open_sides(void)
+{
+    char slots[16], min_slots[16], budget[32];
+    const char *slot_size, *mode, *idle, *grant, *txq, *signal, *batch,
+               *hold, *shared;
+    static const struct {
+        const char *value;
+        uint64_t   ns;
+    } grants[] = {{"20ms", 20000000}, {"200ms", 200000000},
+                  {"2s", 2000000000}};
+    unsigned num_slots, slot_bytes, g, min_run, runs;
+    char max_eps[16];
+    uct_iface_config_t *config;
+    uct_iface_params_t params;
+    sched_side_t *side;
+    char dev_name[32];
+    int s, z;
+
+    /* One set of settings for all sides: they must agree on the mode */
+    mode      = strcmp(sch.mode, "any") ? sch.mode :
+                SCHED_PICK("self", "push", "pull");
+    slot_size = SCHED_PICK("1k", "2k", "8k");
+    slot_bytes = (slot_size[0] == '1') ? 1024 : (slot_size[0] == '2') ?
+                 2048 : 8192;
+    num_slots = 4u << sched_below(4);     /* 4 .. 32 */
+    snprintf(slots, sizeof(slots), "%u", num_slots);
+    min_run   = ucs_max(2, num_slots >> sched_below(3));
+    snprintf(min_slots, sizeof(min_slots), "%u", min_run);
+    /* Room for 2 to 5 full runs: connections outnumber it, so waiters,
+     * reclaims and short runs happen */
+    runs      = 2 + sched_below(4);
+    snprintf(budget, sizeof(budget), "%u", num_slots * slot_bytes * runs);
+    /* Endpoints guaranteed a run of MIN_SLOTS: at most what fits */
+    snprintf(max_eps, sizeof(max_eps), "%u",
+             1 + sched_below(runs * (num_slots / min_run)));
+    idle      = SCHED_PICK("100us", "1ms", "10ms", "inf");
+    g         = sched_below(3);
+    grant     = grants[g].value;
+    sch.grant_timeout_ns = grants[g].ns;
+    txq       = SCHED_PICK("16", "32", "256");
+    signal    = SCHED_PICK("1", "4", "8");
+    batch     = SCHED_PICK("1", "1", "4");
+    hold      = SCHED_PICK("y", "n");
+    shared    = SCHED_PICK("y", "y", "y", "n");
+    /* The pool is shared in self mode only: there an endpoint is never
+     * refused, elsewhere one finds no run of MIN_SLOTS left */
+    sch.shared_pool = !strcmp(mode, "self") && !strcmp(shared, "y");
+    /* Pull mode publishes, and ANNOUNCE_BATCH > 1 announces, at the
+     * sender's later progress (docs/protocol.md 3): kept for comparison,
+     * outside the rule that delivery never depends on the sender */
+    sch.sender_free = strcmp(mode, "pull") && !strcmp(batch, "1");
+    /* With IDLE_TIME=inf or ANNOUNCE_BATCH > 1 no endpoint goes idle: a
+     * pool held at MIN_SLOTS by endpoints that no longer send serves no
+     * waiter until one of them is destroyed (docs/sim.md) */
+    sch.waiters_served = !sch.shared_pool ||
+                         (strcmp(idle, "inf") && !strcmp(batch, "1"));
+    sched_trace("settings: NOTIFY=%s SLOT_SIZE=%s SLOTS=%s MIN_SLOTS=%s "
+                "MEM_BUDGET=%s MAX_EPS=%s IDLE_TIME=%s GRANT_TIMEOUT=%s TX_QUEUE_LEN=%s "
+                "SIGNAL_INTERVAL=%s ANNOUNCE_BATCH=%s HOLD_SLOTS=%s "
+                "SHARED_POOL=%s", mode, slot_size, slots, min_slots, budget,
+                max_eps, idle, grant, txq, signal, batch, hold, shared);
+
+    for (s = 0; s < NUM_SIDES; ++s) {
+        side        = &sch.sides[s];
+        memset(side, 0, sizeof(*side));
+        side->index = s;
+        side->last_progress_ns = hipower_sim_now_ns();
+        side->dev   = (s == 1) ? 1 : 0;
+        snprintf(dev_name, sizeof(dev_name), "sim%d:1", side->dev);
+
+        if (ucs_async_context_create(UCS_ASYNC_MODE_POLL, &side->async) !=
+            UCS_OK ||
+            uct_worker_create(side->async, UCS_THREAD_MODE_SINGLE,
+                              &side->worker) != UCS_OK ||
+            uct_md_iface_config_read(sch.devs[side->dev].md, "hipower", NULL,
+                                     NULL, &config) != UCS_OK) {
+            sched_fail("side %d: cannot create a worker", s);
+        }
+        sched_config(config, "NOTIFY", mode);
+        sched_config(config, "SLOT_SIZE", slot_size);
+        sched_config(config, "SLOTS", slots);
+        sched_config(config, "MIN_SLOTS", min_slots);
+        sched_config(config, "MEM_BUDGET", budget);
+        sched_config(config, "MAX_EPS", max_eps);
+        sched_config(config, "IDLE_TIME", idle);
+        sched_config(config, "GRANT_TIMEOUT", grant);
+        sched_config(config, "TX_QUEUE_LEN", txq);
+        sched_config(config, "SIGNAL_INTERVAL", signal);
+        sched_config(config, "ANNOUNCE_BATCH", batch);
+        sched_config(config, "HOLD_SLOTS", hold);
+        sched_config(config, "SHARED_POOL", shared);
+        /* Retries end in virtual milliseconds, not seconds */
+        sched_config(config, "TIMEOUT", "1ms");
+
+        memset(&params, 0, sizeof(params));
+        params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE   |
+                                      UCT_IFACE_PARAM_FIELD_DEVICE      |
+                                      UCT_IFACE_PARAM_FIELD_RX_HEADROOM |
+                                      UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                                      UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                                      UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+        params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+        params.mode.device.tl_name  = "hipower";
+        params.mode.device.dev_name = dev_name;
+        params.rx_headroom          = 0;
+        params.err_handler          = sched_err_handler;
+        params.err_handler_arg      = (void*)(uintptr_t)s;
+        params.err_handler_flags    = 0;
+        if (uct_iface_open(sch.devs[side->dev].md, side->worker, &params,
+                           config, &side->iface) != UCS_OK) {
+            uct_config_release(config);
+            sched_fail("side %d: uct_iface_open() failed", s);
+        }
+        uct_config_release(config);
+        uct_iface_query(side->iface, &side->attr);
+        side->dev_addr = malloc(side->attr.device_addr_len);
+        uct_iface_get_device_address(side->iface, side->dev_addr);
+        uct_iface_set_am_handler(side->iface, AM_ID, sched_am_handler,
+                                 (void*)(uintptr_t)s, 0);
+        uct_iface_progress_enable(side->iface,
+                                  UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+        for (z = 0; z < ZBUFS; ++z) {
+            side->zbufs[z].buf = malloc(MSG_MAX);
+            if (uct_md_mem_reg(sch.devs[side->dev].md, side->zbufs[z].buf,
+                               MSG_MAX, UCT_MD_MEM_ACCESS_ALL,
+                               &side->zbufs[z].memh) != UCS_OK) {
+                sched_fail("side %d: cannot register a zcopy buffer", s);
+            }
+        }
+    }
+}
+
+static void sched_progress(sched_side_t *side, unsigned count)
+{
+    side->last_progress_ns = hipower_sim_now_ns();
+    while (count-- > 0) {
+        uct_worker_progress(side->worker);
+    }
+}
+
+
+/* Connections and messages */
+
+static void sched_connect(void)
+{
+    sched_conn_t *conn;
+    uct_ep_params_t params;
+    ucs_status_t status;
+    void *addr[2];
+    int d, x, y;
+
+    if (sch.num_conns == MAX_CONNS) {
+        return;
+    }
+    x = sched_below(NUM_SIDES);
+    y = (x + 1 + sched_below(NUM_SIDES - 1)) % NUM_SIDES;
+    conn = &sch.conns[sch.num_conns];
+    memset(conn, 0, sizeof(*conn));
+    conn->side[0] = x;
+    conn->side[1] = y;
+    for (d = 0; d < 2; ++d) {
+        params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+        params.iface      = sch.sides[conn->side[d]].iface;
+        status            = uct_ep_create(&params, &conn->ep[d]);
+        if ((status == UCS_ERR_NO_MEMORY) && !sch.shared_pool) {
+            /* Without the shared pool the budget bounds the endpoints */
+            sched_trace("side %d has no run of MIN_SLOTS left",
+                        conn->side[d]);
+            if (d == 1) {
+                uct_ep_destroy(conn->ep[0]);
+                free(addr[0]);
+            }
+            return;
+        } else if (status != UCS_OK) {
+            sched_fail("uct_ep_create() on side %d failed: %s",
+                       conn->side[d], ucs_status_string(status));
+        }
+        addr[d] = malloc(sch.sides[conn->side[d]].attr.ep_addr_len);
+        uct_ep_get_address(conn->ep[d], addr[d]);
+    }
+    for (d = 0; d < 2; ++d) {
+        if (uct_ep_connect_to_ep(conn->ep[d],
+                                 sch.sides[conn->side[!d]].dev_addr,
+                                 addr[!d]) != UCS_OK) {
+            sched_fail("uct_ep_connect_to_ep() on side %d failed",
+                       conn->side[d]);
+        }
+    }
+    free(addr[0]);
+    free(addr[1]);
+    conn->used = 1;
+    /* A stopped side's connections may fail (deadlines run out) */
+    conn->excused = sch.sides[x].stopped || sch.sides[y].stopped;
+    ++sch.num_conns;
+    ++sch.conns_made;
+    sched_trace("connection %d: side %d <-> side %d", sch.num_conns - 1, x,
+                y);
+}
+
+static int sched_stream_open(sched_conn_t *conn, int dir)
+{
+    return conn->used && (conn->ep[dir] != NULL) && !conn->failed[dir] &&
+           !conn->destroyed[!dir];
+}
+
+static void sched_zcomp(uct_completion_t *comp)
+{
+    /* ucs_container_of would need the index: the busy flag is cleared by
+     * whoever finds its completion called (count 0) */
+    (void)comp;
+}
+
+static size_t sched_pack(void *dest, void *arg)
+{
+    size_t length = *(size_t*)arg;
+
+    memcpy(dest, sch.msg_buf, length);
+    return length;
+}
+
+/* One message on @a dir of @a conn; UCS_ERR_NO_RESOURCE if no room */
+static ucs_status_t sched_send(sched_conn_t *conn, int dir)
+{
+    sched_side_t *side     = &sch.sides[conn->side[dir]];
+    sched_stream_t *stream = &conn->stream[dir];
+    sched_msg_t *msg       = (sched_msg_t*)sch.msg_buf;
+    size_t length, max, i;
+    ucs_status_t status;
+    unsigned layout;
+    uct_iov_t iov;
+    ssize_t packed;
+    int z;
+
+    layout = sched_below(4);
+    max    = (layout == 0) ? side->attr.cap.am.max_short :
+             (layout == 3) ? side->attr.cap.am.max_zcopy :
+             side->attr.cap.am.max_bcopy;
+    max    = ucs_min(max, MSG_MAX);
+    if (max < MSG_MIN) {
+        layout = 1;
+        max    = ucs_min(side->attr.cap.am.max_bcopy, MSG_MAX);
+    }
+    /* Mostly small, sometimes up to the largest the layout takes */
+    length = (sched_below(4) == 0) ? MSG_MIN + sched_below(max - MSG_MIN + 1) :
+             MSG_MIN + sched_below(ucs_min(max, 128) - MSG_MIN + 1);
+
+    msg->conn     = (uint32_t)(conn - sch.conns);
+    msg->seq      = stream->sent;
+    msg->length   = (uint32_t)length;
+    msg->dir      = (uint32_t)dir;
+    msg->schedule = (uint32_t)sch.seed;
+    for (i = sizeof(*msg); i < length; ++i) {
+        sch.msg_buf[i] = (uint8_t)(msg->seq * 31 + i * 7 + msg->conn);
+    }
+    msg->checksum = sched_checksum(sch.msg_buf + sizeof(*msg),
+                                   length - sizeof(*msg));
+
+    switch (layout) {
+    case 0:
+    case 1:
+        if ((layout == 0) && (length <= side->attr.cap.am.max_short)) {
+            status = uct_ep_am_short(conn->ep[dir], AM_ID,
+                                     *(uint64_t*)sch.msg_buf,
+                                     sch.msg_buf + 8, length - 8);
+            break;
+        }
+        /* fall through */
+    case 2:
+        packed = uct_ep_am_bcopy(conn->ep[dir], AM_ID, sched_pack, &length,
+                                 0);
+        status = (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+        if ((status == UCS_OK) && ((size_t)packed != length)) {
+            sched_fail("am_bcopy packed %zd of %zu bytes", packed, length);
+        }
+        break;
+    default:
+        for (z = 0; z < ZBUFS; ++z) {
+            if (side->zbufs[z].busy && (side->zbufs[z].comp.count == 0)) {
+                side->zbufs[z].busy = 0;
+            }
+            if (!side->zbufs[z].busy) {
+                break;
+            }
+        }
+        if ((z == ZBUFS) || (length <= 16)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        memcpy(side->zbufs[z].buf, sch.msg_buf + 16, length - 16);
+        iov.buffer = side->zbufs[z].buf;
+        iov.length = length - 16;
+        iov.memh   = side->zbufs[z].memh;
+        iov.stride = 0;
+        iov.count  = 1;
+        side->zbufs[z].comp.func   = sched_zcomp;
+        side->zbufs[z].comp.count  = 1;
+        side->zbufs[z].comp.status = UCS_OK;
+        status = uct_ep_am_zcopy(conn->ep[dir], AM_ID, sch.msg_buf, 16, &iov,
+                                 1, 0, &side->zbufs[z].comp);
+        if (status == UCS_INPROGRESS) {
+            side->zbufs[z].busy = 1;
+            status              = UCS_OK;
+        }
+        break;
+    }
+
+    if (status == UCS_OK) {
+        ++stream->sent;
+        ++sch.msgs_sent;
+    } else if ((status != UCS_ERR_NO_RESOURCE) &&
+               !conn->excused && !conn->failed[dir]) {
+        sched_fail("side %d: send on connection %ld failed: %s",
+                   conn->side[dir], (long)(conn - sch.conns),
+                   ucs_status_string(status));
+    }
+    return status;
+}
+
+static ucs_status_t sched_pending_cb(uct_pending_req_t *req)
+{
+    sched_stream_t *stream = ucs_container_of(req, sched_stream_t, req);
+    int c, d;
+
+    for (c = 0; c < sch.num_conns; ++c) {
+        for (d = 0; d < 2; ++d) {
+            if (&sch.conns[c].stream[d] == stream) {
+                if (sched_send(&sch.conns[c], d) == UCS_ERR_NO_RESOURCE) {
+                    return UCS_ERR_NO_RESOURCE;
+                }
+                stream->pending = 0;
+                return UCS_OK;
+            }
+        }
+    }
+    sched_fail("a pending request of no stream was dispatched");
+    return UCS_OK;
+}
+
+static void sched_purge_cb(uct_pending_req_t *req, void *arg)
+{
+    ucs_container_of(req, sched_stream_t, req)->pending = 0;
+}
+
+static void sched_burst(sched_conn_t *conn, int dir, unsigned count)
+{
+    sched_stream_t *stream = &conn->stream[dir];
+    ucs_status_t status;
+
+    /* Messages of a stream go in order: none while one is pending */
+    while ((count-- > 0) && !stream->pending && sched_stream_open(conn, dir)) {
+        if (sched_send(conn, dir) != UCS_ERR_NO_RESOURCE) {
+            continue;
+        }
+        if (sched_below(2) == 0) {
+            break;
+        }
+        stream->req.func = sched_pending_cb;
+        status = uct_ep_pending_add(conn->ep[dir], &stream->req, 0);
+        if (status == UCS_OK) {
+            stream->pending = 1;
+            ++sch.pending_adds;
+        } else if (status != UCS_ERR_BUSY) {
+            sched_fail("uct_ep_pending_add() failed: %s",
+                       ucs_status_string(status));
+        }
+        break;
+    }
+}
+
+static void sched_flush_cb(uct_completion_t *comp)
+{
+    ucs_container_of(comp, sched_stream_t, flush_comp)->flushing = 0;
+}
+
+static void sched_flush(sched_conn_t *conn, int dir)
+{
+    sched_stream_t *stream = &conn->stream[dir];
+    ucs_status_t status;
+
+    if (stream->flushing || (conn->ep[dir] == NULL)) {
+        return;
+    }
+    stream->flush_comp.func   = sched_flush_cb;
+    stream->flush_comp.count  = 1;
+    stream->flush_comp.status = UCS_OK;
+    status = uct_ep_flush(conn->ep[dir], 0, &stream->flush_comp);
+    if (status == UCS_INPROGRESS) {
+        stream->flushing = 1;
+    } else if ((status != UCS_OK) && (status != UCS_ERR_NO_RESOURCE) &&
+               !conn->excused && !conn->failed[dir]) {
+        sched_fail("flush on connection %ld failed: %s",
+                   (long)(conn - sch.conns), ucs_status_string(status));
+    }
+}
+
+static void sched_destroy_ep(sched_conn_t *conn, int d)
+{
+    if (conn->ep[d] == NULL) {
+        return;
+    }
+    if (conn->stream[d].pending) {
+        uct_ep_pending_purge(conn->ep[d], sched_purge_cb, NULL);
+    }
+    uct_ep_destroy(conn->ep[d]);
+    conn->ep[d]        = NULL;
+    conn->destroyed[d] = 1;
+    conn->stream[d].flushing = 0;
+    /* Its peer may see it go (and report it); messages still in flight
+     * either way may be lost */
+    conn->excused      = 1;
+}
+
+static sched_conn_t *sched_pick_conn(void)
+{
+    int c, tries;
+
+    for (tries = 0; tries < 8; ++tries) {
+        if (sch.num_conns == 0) {
+            return NULL;
+        }
+        c = sched_below(sch.num_conns);
+        if (sch.conns[c].used &&
+            ((sch.conns[c].ep[0] != NULL) || (sch.conns[c].ep[1] != NULL))) {
+            return &sch.conns[c];
+        }
+    }
+    return NULL;
+}
+
+static uint32_t sched_ep_qpn(uct_ep_h ep)
+{
+    return ucs_derived_of(ep, uct_hipower_ep_t)->txqp.qp->qp_num;
+}
+
+
+/*
+ * The clock moves on by up to @a ns, but no honest side is made to look
+ * stopped: none goes a quarter of the grant timeout without progress (a
+ * side that does is a stopped peer, which the "stop" operation makes on
+ * purpose and excuses)
+ */
+static void sched_advance(uint64_t ns)
+{
+    uint64_t now = hipower_sim_now_ns(), limit = sch.grant_timeout_ns / 4;
+    unsigned s;
+
+    for (s = 0; s < NUM_SIDES; ++s) {
+        if (sch.sides[s].stopped) {
+            continue;
+        }
+        if (now + ns > sch.sides[s].last_progress_ns + limit) {
+            ns = (sch.sides[s].last_progress_ns + limit > now) ?
+                 sch.sides[s].last_progress_ns + limit - now : 0;
+        }
+    }
+    hipower_sim_advance(ns);
+}
+
+/* A side stops calling progress while the others go on, for longer than
+ * the deadlines: its connections may fail, no other may */
+static void sched_stop(unsigned s)
+{
+    unsigned i, t;
+    int c;
+
+    sch.sides[s].stopped = 20 + sched_below(100);
+    for (c = 0; c < sch.num_conns; ++c) {
+        if ((sch.conns[c].side[0] == (int)s) ||
+            (sch.conns[c].side[1] == (int)s)) {
+            sch.conns[c].excused = 1;
+        }
+    }
+    for (i = 0; i < 40; ++i) {
+        hipower_sim_advance(sch.grant_timeout_ns / 16);
+        for (t = 0; t < NUM_SIDES; ++t) {
+            if (!sch.sides[t].stopped) {
+                sched_progress(&sch.sides[t], 1 + sched_below(4));
+            }
+        }
+        hipower_sim_step(sched_below(16));
+    }
+}
+
+/* One operation of the schedule */
+static void sched_step(void)
+{
+    sched_conn_t *conn;
+    sched_side_t *side;
+    unsigned kind = sched_below(100), s, d;
+
+    /* Stopped sides count down */
+    for (s = 0; s < NUM_SIDES; ++s) {
+        if (sch.sides[s].stopped > 0) {
+            --sch.sides[s].stopped;
+        }
+    }
+
+    if ((kind < 6) || (sch.num_conns == 0)) {
+        sch.op_name = "connect";
+        sched_connect();
+    } else if (kind < 36) {
+        sch.op_name = "send";
+        conn = sched_pick_conn();
+        d    = sched_below(2);
+        if (conn != NULL) {
+            sched_trace("send up to burst on connection %ld dir %u",
+                        (long)(conn - sch.conns), d);
+            sched_burst(conn, d, 1 + sched_below(16));
+        }
+    } else if (kind < 62) {
+        sch.op_name = "progress";
+        side        = &sch.sides[sched_below(NUM_SIDES)];
+        if (!side->stopped) {
+            sched_progress(side, 1 + sched_below(8));
+        }
+    } else if (kind < 76) {
+        sch.op_name = "device";
+        hipower_sim_step(1 + sched_below(32));
+    } else if (kind < 80) {
+        sch.op_name = "flush";
+        conn = sched_pick_conn();
+        if (conn != NULL) {
+            sched_flush(conn, sched_below(2));
+        }
+    } else if (kind < 84) {
+        sch.op_name = "destroy";
+        conn = sched_pick_conn();
+        if (conn != NULL) {
+            d = sched_below(2);
+            sched_trace("destroy connection %ld side %d's endpoint",
+                        (long)(conn - sch.conns), conn->side[d]);
+            sched_destroy_ep(conn, d);
+            if (sched_below(2)) {
+                sched_destroy_ep(conn, !d);
+            }
+        }
+    } else if (kind < 88) {
+        sch.op_name = "release";
+        side        = &sch.sides[sched_below(NUM_SIDES)];
+        sched_release_held(side, sched_below(side->num_held + 1));
+    } else if (kind < 92) {
+        sch.op_name = "clock";
+        sched_advance(1000ull << sched_below(20)); /* 1 us .. 0.5 s */
+    } else if (!sch.faults || (sched_below(100) >= sch.fault_pct)) {
+        sch.op_name = "progress";
+        sched_progress(&sch.sides[sched_below(NUM_SIDES)], 1);
+    } else if (kind < 94) {
+        sch.op_name = "qp-error";
+        conn = sched_pick_conn();
+        d    = sched_below(2);
+        if ((conn != NULL) && (conn->ep[d] != NULL)) {
+            sched_trace("QP of connection %ld side %d to error",
+                        (long)(conn - sch.conns), conn->side[d]);
+            conn->excused = 1;
+            hipower_sim_fail_qp(sch.sides[conn->side[d]].dev,
+                                sched_ep_qpn(conn->ep[d]));
+            ++sch.faults_done;
+        }
+    } else if (kind < 97) {
+        sch.op_name = "stop";
+        s = sched_below(NUM_SIDES);
+        sched_trace("side %u stops progressing", s);
+        sched_stop(s);
+        ++sch.stops;
+    } else {
+        sch.op_name = "hostile";
+        conn = sched_pick_conn();
+        d    = sched_below(2);
+        if ((conn != NULL) && (conn->ep[d] != NULL)) {
+            /* side[!d] turns hostile and writes to side[d] */
+            sched_trace("side %d writes into what connection %ld lets it "
+                        "reach of side %d", conn->side[!d],
+                        (long)(conn - sch.conns), conn->side[d]);
+            if (hipower_sim_scribble(sch.sides[conn->side[d]].dev,
+                                     sched_ep_qpn(conn->ep[d])) > 0) {
+                conn->excused = conn->hostile = 1;
+                sch.sides[conn->side[d]].tainted = 1;
+                ++sch.scribbles;
+            }
+        }
+    }
+}
+
+/* Whether every message a connection nothing happened to accepted has
+ * been delivered, and nothing waits in a pending queue */
+static int sched_settled(int check_pending)
+{
+    sched_stream_t *stream;
+    sched_conn_t *conn;
+    int c, d;
+
+    for (c = 0; c < sch.num_conns; ++c) {
+        conn = &sch.conns[c];
+        for (d = 0; d < 2; ++d) {
+            stream = &conn->stream[d];
+            if (conn->excused || !sched_stream_open(conn, d)) {
+                continue;
+            }
+            if ((stream->delivered != stream->sent) ||
+                (check_pending && stream->pending)) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static void sched_report_unsettled(const char *when, int check_pending)
+{
+    sched_stream_t *stream;
+    sched_conn_t *conn;
+    int c, d;
+
+    for (c = 0; c < sch.num_conns; ++c) {
+        conn = &sch.conns[c];
+        for (d = 0; d < 2; ++d) {
+            stream = &conn->stream[d];
+            if (!conn->excused && sched_stream_open(conn, d) &&
+                ((stream->delivered != stream->sent) ||
+                 (check_pending && stream->pending))) {
+                sched_fail("%s: connection %d (side %d -> side %d) delivered "
+                           "%u of %u accepted messages%s", when, c,
+                           conn->side[d], conn->side[!d], stream->delivered,
+                           stream->sent,
+                           stream->pending ? ", a request still pending" :
+                                             "");
+            }
+        }
+    }
+}
+
+/* The end of a schedule: liveness, flush, destroy, accounting */
+static void sched_finish(void)
+{
+    sched_side_t *side;
+    sched_conn_t *conn;
+    uct_hipower_iface_t *iface;
+    unsigned round, s, sender_mask;
+    int c, d;
+
+    for (s = 0; s < NUM_SIDES; ++s) {
+        sch.sides[s].stopped = 0;
+    }
+
+    /* Delivery never depends on the sender: with some sides silent (they
+     * neither progress nor send), what they already handed over reaches
+     * the sides that progress */
+    sch.op_name = "settle (senders silent)";
+    sender_mask = 1 + sched_below((1u << NUM_SIDES) - 1); /* Silent ones */
+    if (!sch.sender_free) {
+        sender_mask = 0;
+    }
+    for (round = 0; round < SETTLE_ROUNDS / 4; ++round) {
+        for (s = 0; s < NUM_SIDES; ++s) {
+            if (!(sender_mask & (1u << s))) {
+                sched_progress(&sch.sides[s], 1);
+            }
+        }
+        hipower_sim_step(4);
+        if ((round % 64) == 0) {
+            /* Done when every stream into a progressing side delivered */
+            for (c = 0; c < sch.num_conns; ++c) {
+                conn = &sch.conns[c];
+                for (d = 0; d < 2; ++d) {
+                    if (!conn->excused && sched_stream_open(conn, d) &&
+                        !(sender_mask & (1u << conn->side[!d])) &&
+                        (conn->stream[d].delivered != conn->stream[d].sent)) {
+                        goto not_yet;
+                    }
+                }
+            }
+            break;
+not_yet:
+            ;
+        }
+    }
+    for (c = 0; c < sch.num_conns; ++c) {
+        conn = &sch.conns[c];
+        for (d = 0; d < 2; ++d) {
+            if (!conn->excused && sched_stream_open(conn, d) &&
+                !(sender_mask & (1u << conn->side[!d])) &&
+                (conn->stream[d].delivered != conn->stream[d].sent)) {
+                sched_fail("with side %d silent, connection %d (side %d -> "
+                           "side %d) delivered %u of %u accepted messages in "
+                           "%u progress rounds of the receiver",
+                           conn->side[d], c, conn->side[d], conn->side[!d],
+                           conn->stream[d].delivered, conn->stream[d].sent,
+                           round);
+            }
+        }
+    }
+
+    /* Everyone progresses: pending requests go, everything arrives */
+    sch.op_name = "settle";
+    for (round = 0; round < SETTLE_ROUNDS; ++round) {
+        for (s = 0; s < NUM_SIDES; ++s) {
+            sched_progress(&sch.sides[s], 1);
+        }
+        hipower_sim_step(4);
+        if (((round % 64) == 0) && sched_settled(sch.waiters_served)) {
+            break;
+        }
+    }
+    sched_report_unsettled("settle", sch.waiters_served);
+
+    /* Every flush ends */
+    sch.op_name = "flush";
+    for (c = 0; c < sch.num_conns; ++c) {
+        for (d = 0; d < 2; ++d) {
+            if (!sch.conns[c].excused && sched_stream_open(&sch.conns[c], d)) {
+                sched_flush(&sch.conns[c], d);
+            }
+        }
+    }
+    for (round = 0; round < SETTLE_ROUNDS; ++round) {
+        for (c = 0, d = 0; c < sch.num_conns; ++c) {
+            d += sch.conns[c].stream[0].flushing +
+                 sch.conns[c].stream[1].flushing;
+        }
+        if (d == 0) {
+            break;
+        }
+        for (s = 0; s < NUM_SIDES; ++s) {
+            sched_progress(&sch.sides[s], 1);
+        }
+        hipower_sim_step(4);
+    }
+    for (c = 0; c < sch.num_conns; ++c) {
+        for (d = 0; d < 2; ++d) {
+            if (sch.conns[c].stream[d].flushing && !sch.conns[c].excused) {
+                sched_fail("flush of connection %d side %d did not complete "
+                           "in %u progress rounds", c, sch.conns[c].side[d],
+                           round);
+            }
+        }
+    }
+
+    /* Everything goes; every slot comes back to its pool */
+    sch.op_name = "teardown";
+    for (s = 0; s < NUM_SIDES; ++s) {
+        sched_release_held(&sch.sides[s], 0);
+    }
+    for (c = 0; c < sch.num_conns; ++c) {
+        for (d = 0; d < 2; ++d) {
+            sched_destroy_ep(&sch.conns[c], d);
+        }
+    }
+    for (round = 0; round < SETTLE_ROUNDS; ++round) {
+        for (s = 0, d = 0; s < NUM_SIDES; ++s) {
+            iface = ucs_derived_of(sch.sides[s].iface, uct_hipower_iface_t);
+            d    += (iface->arena.slots.free_slots !=
+                     iface->arena.slots.total) || (iface->num_gc > 0);
+            sched_progress(&sch.sides[s], 1);
+        }
+        if (d == 0) {
+            break;
+        }
+        hipower_sim_step(4);
+        if ((round % 1024) == 1023) {
+            hipower_sim_advance(1000000); /* Drains wait on timers too */
+        }
+    }
+    for (s = 0; s < NUM_SIDES; ++s) {
+        iface = ucs_derived_of(sch.sides[s].iface, uct_hipower_iface_t);
+        if (iface->arena.slots.free_slots != iface->arena.slots.total) {
+            sched_fail("side %u: %u of %u slots of the pool free with every "
+                       "endpoint destroyed", s, iface->arena.slots.free_slots,
+                       iface->arena.slots.total);
+        }
+    }
+
+    for (s = 0; s < NUM_SIDES; ++s) {
+        side = &sch.sides[s];
+        for (d = 0; d < ZBUFS; ++d) {
+            uct_md_mem_dereg(sch.devs[side->dev].md, side->zbufs[d].memh);
+            free(side->zbufs[d].buf);
+        }
+        uct_iface_close(side->iface);
+        uct_worker_destroy(side->worker);
+        ucs_async_context_destroy(side->async);
+        free(side->dev_addr);
+        side->iface = NULL;
+    }
+}
+
+static void sched_close_after_failure(void)
+{
+    int s;
+
+    /* The process ends after a failure: nothing to give back */
+    for (s = 0; s < NUM_SIDES; ++s) {
+        sch.sides[s].iface = NULL;
+    }
+}
+
+static int sched_run(uint64_t seed)
+{
+    hipower_sim_stats_t before, after;
+    volatile int failed = 0;
+
+    sch.seed      = seed;
+    sch.rng       = seed * 0x9e3779b97f4a7c15ull + 7;
+    sch.op        = 0;
+    sch.op_name   = "open";
+    sch.num_conns = 0;
+    memset(sch.conns, 0, sizeof(sch.conns));
+    hipower_sim_reseed(seed);
+    hipower_sim_get_stats(&before);
+    /* Half the schedules honest, the others with a few faults each */
+    sch.fault_pct = (sched_below(2) == 0) ? 0 : 5 + sched_below(20);
+
+    if (setjmp(sch.fail_jmp) == 0) {
+        sched_open_sides();
+        for (sch.op = 1; sch.op <= sch.ops; ++sch.op) {
+            sched_step();
+            /* After every operation: the device saw no transport bug */
+            hipower_sim_get_stats(&after);
+            if ((after.local_errors != before.local_errors) ||
+                (after.cq_overruns != before.cq_overruns)) {
+                sched_fail("the device saw %" PRIu64 " local protection "
+                           "errors and %" PRIu64 " CQ overruns (a request "
+                           "the transport should not have posted)",
+                           after.local_errors - before.local_errors,
+                           after.cq_overruns - before.cq_overruns);
+            }
+        }
+        sched_finish();
+        hipower_sim_get_stats(&after);
+        if ((after.local_errors != before.local_errors) ||
+            (after.cq_overruns != before.cq_overruns)) {
+            snprintf(sch.failure, sizeof(sch.failure), "the device saw %"
+                     PRIu64 " local protection errors and %" PRIu64
+                     " CQ overruns", after.local_errors - before.local_errors,
+                     after.cq_overruns - before.cq_overruns);
+            failed = 1;
+        }
+    } else {
+        failed = 1;
+        sched_close_after_failure();
+    }
+    return failed;
+}
+
+static uint64_t sched_env(const char *name, uint64_t dflt)
+{
+    const char *value = getenv(name);
+
+    return (value != NULL) ? strtoull(value, NULL, 0) : dflt;
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t first, count, seed, failed = 0, ran = 0;
+    uct_component_h *components, comp = NULL;
+    uct_component_attr_t comp_attr;
+    unsigned i, num_components;
+    uct_md_config_t *md_config;
+    struct timespec t0, t1;
+    double secs;
+
+    first       = sched_env("HIPOWER_SCHED_FIRST", 1);
+    count       = sched_env("HIPOWER_SCHED_COUNT", 100);
+    sch.ops     = (unsigned)sched_env("HIPOWER_SCHED_OPS", 300);
+    sch.trace   = (int)sched_env("HIPOWER_SCHED_TRACE", 0);
+    sch.faults  = (int)sched_env("HIPOWER_SCHED_FAULTS", 1);
+    sch.mode    = getenv("HIPOWER_SCHED_MODE") ? getenv("HIPOWER_SCHED_MODE") :
+                  "any";
+
+    if ((getenv("HIPOWER_SIM_CLOCK") == NULL) ||
+        strcmp(getenv("HIPOWER_SIM_CLOCK"), "virtual")) {
+        fprintf(stderr, "hipower-sched: needs HIPOWER_SIM_CLOCK=virtual (a "
+                "seed replays its schedule only on the virtual clock)\n");
+        return 2;
+    }
+
+    uct_query_components(&components, &num_components);
+    comp_attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+    for (i = 0; i < num_components; ++i) {
+        uct_component_query(components[i], &comp_attr);
+        if (!strcmp(comp_attr.name, "hipower")) {
+            comp = components[i];
+        }
+    }
+    if (comp == NULL) {
+        fprintf(stderr, "hipower-sched: the hipower component is not loaded "
+                "(run under hipower-run)\n");
+        return 2;
+    }
+    for (i = 0; i < 2; ++i) {
+        char name[16];
+
+        snprintf(name, sizeof(name), "sim%u", i);
+        uct_md_config_read(comp, NULL, NULL, &md_config);
+        if (uct_md_open(comp, name, md_config, &sch.devs[i].md) != UCS_OK) {
+            fprintf(stderr, "hipower-sched: cannot open %s\n", name);
+            return 2;
+        }
+        uct_config_release(md_config);
+    }
+    uct_release_component_list(components);
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (seed = first; seed < first + count; ++seed) {
+        ++ran;
+        if (!sched_run(seed)) {
+            continue;
+        }
+        ++failed;
+        printf("hipower-sched: FAILED schedule %" PRIu64 ": %s\n"
+               "  replay: HIPOWER_SCHED_FIRST=%" PRIu64 " HIPOWER_SCHED_COUNT=1"
+               " HIPOWER_SCHED_OPS=%u HIPOWER_SCHED_MODE=%s"
+               " HIPOWER_SCHED_FAULTS=%d HIPOWER_SCHED_TRACE=1"
+               "%s%s test/sim/run-schedules\n", seed, sch.failure, seed,
+               sch.ops, sch.mode, sch.faults,
+               getenv("HIPOWER_SIM_PLACEMENT") ? " HIPOWER_SIM_PLACEMENT=" : "",
+               getenv("HIPOWER_SIM_PLACEMENT") ?
+                       getenv("HIPOWER_SIM_PLACEMENT") : "");
+        fflush(stdout);
+        break;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+
+    printf("hipower-sched: schedules %" PRIu64 "-%" PRIu64 ": %" PRIu64
+           " run, %" PRIu64 " failed, %.1f s; %" PRIu64 " connections, %"
+           PRIu64 " messages accepted, %" PRIu64 " delivered, %" PRIu64
+           " pending adds, %" PRIu64 " QP faults, %" PRIu64 " stops, %" PRIu64
+           " hostile writes (%" PRIu64 " garbage deliveries), %" PRIu64
+           " endpoint errors reported\n", first, first + ran - 1, ran, failed,
+           secs, sch.conns_made, sch.msgs_sent, sch.msgs_delivered,
+           sch.pending_adds, sch.faults_done, sch.stops, sch.scribbles,
+           sch.garbage, sch.errors_reported);
+    /* Interfaces of a failed schedule stay open: exit without closing */
+    fflush(stdout);
+    _exit((failed > 0) ? 1 : 0);
+    (void)argc;
+    (void)argv;
+}
