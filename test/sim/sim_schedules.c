@@ -344,6 +344,15 @@ static ucs_status_t sched_am_handler(void *arg, void *data, size_t length,
     }
 
     stream = &conn->stream[msg->dir];
+    if (sch.sides[side].tainted &&
+        (conn->destroyed[!msg->dir] || (msg->seq != stream->delivered) ||
+         (msg->seq >= stream->sent))) {
+        /* Made by a hostile peer on its own connection: its run may hold
+         * old frames of this one (a run is reused), and it may rewrite
+         * them into a frame that looks like this connection's */
+        ++sch.garbage;
+        return UCS_OK;
+    }
     if (conn->destroyed[!msg->dir]) {
         sched_fail("side %d delivered message %u of connection %u after its "
                    "endpoint was destroyed (a stale frame)", side, msg->seq,

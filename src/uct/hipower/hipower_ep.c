@@ -354,6 +354,8 @@ ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
     uct_hipower_ep_rx_release_abandon(ep);
     /* Stop the QP, so that whatever is left completes (flushed) now */
     uct_hipower_qp_to_error(iface, ep->txqp.qp);
+    /* Nothing more is delivered from the peer: others may have its runs */
+    uct_hipower_ep_rx_peer_gone(ep);
     uct_hipower_ep_cancel_ops(ep, canceled ? UCS_ERR_CANCELED : status);
     uct_hipower_ep_del_pending_list(ep);
     if (canceled) {

@@ -638,12 +638,13 @@ void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface);
 void uct_hipower_ep_rx_timeout(uct_hipower_ep_t *ep);
 
 /*
- * The peer closed its endpoint in order ("closed" is written after its last
- * frame, on the same QP) and the receiver found nothing more to deliver
- * with no message of it held: nothing will be written into its runs again,
- * so they go back to the pool now, not when the user destroys the endpoint
- * -- which a UCP user keeping an endpoint to a departed peer may never do,
- * while peers wait for a run (found by the simulator's schedules)
+ * Nothing more will be delivered from the peer -- it closed its endpoint
+ * in order ("closed" is written after its last frame, on the same QP) and
+ * the receiver found nothing more, or the endpoint failed -- and no message
+ * of it is held: its runs go back to the pool now, not when the user
+ * destroys the endpoint, which a user keeping an endpoint to a departed or
+ * failed peer may do late or never, while peers wait for a run (found by
+ * the simulator's schedules)
  */
 void uct_hipower_ep_rx_peer_gone(uct_hipower_ep_t *ep);
 

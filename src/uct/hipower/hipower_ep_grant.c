@@ -385,6 +385,8 @@ static void uct_hipower_ep_rx_wants_run(uct_hipower_ep_t *ep)
     }
 }
 
+static void uct_hipower_ep_rx_probe_peer(uct_hipower_ep_t *ep);
+
 /* Takes the endpoint's run back: a grant of no slots. Returns 1 if it
  * went out. */
 static int uct_hipower_ep_rx_release(uct_hipower_ep_t *ep)
@@ -433,7 +435,43 @@ static void uct_hipower_iface_reclaim_idle(uct_hipower_iface_t *iface)
         /* One that cannot take a release now (its peer not known to be
          * ready, no room, a grant out) stays listed, in its place: it may
          * never go idle again to be listed anew (review M3) */
-        uct_hipower_ep_rx_release(ep);
+        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_READY)) {
+            uct_hipower_ep_rx_probe_peer(ep);
+        } else {
+            uct_hipower_ep_rx_release(ep);
+        }
+    }
+}
+
+/*
+ * An idle holder whose peer never wrote to us, and to which we never
+ * wrote: its run was given at creation, the peer may never use it, and a
+ * release may go only to a peer known to have its windows bound. Our hello
+ * and a signaled no-op behind it find out: their completion makes the peer
+ * ready (uct_hipower_ep_tx_completion()), and the next try releases the
+ * run; a peer that is gone fails the endpoint instead, which gives the run
+ * back too. Without this, endpoints nobody used pinned the pool while
+ * peers waited for ever (found by the simulator's schedules). Not at
+ * connect: only when peers wait, once per endpoint.
+ */
+static void uct_hipower_ep_rx_probe_peer(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    if ((ep->flags & (UCT_HIPOWER_EP_FLAG_QP_UP |
+                      UCT_HIPOWER_EP_FLAG_CONNECTED |
+                      UCT_HIPOWER_EP_FLAG_PEER_CLOSED |
+                      UCT_HIPOWER_EP_FLAG_FAILED |
+                      UCT_HIPOWER_EP_FLAG_CANCELED)) !=
+        UCT_HIPOWER_EP_FLAG_QP_UP) {
+        return; /* Probed already, or nothing to probe */
+    }
+    if (!uct_hipower_ep_has_room(ep, 2) || (iface->tx.cq_credits < 1) ||
+        (uct_hipower_ep_hello(ep) != UCS_OK)) {
+        return; /* Tried again at the next attempt */
+    }
+    if (uct_hipower_ep_post_nop(ep, &iface->tx.cq_credits, NULL) == UCS_OK) {
+        iface->stats.peer_probes++;
     }
 }
 
@@ -491,15 +529,17 @@ void uct_hipower_ep_rx_timeout(uct_hipower_ep_t *ep)
 void uct_hipower_ep_rx_peer_gone(uct_hipower_ep_t *ep)
 {
     /* Not while the user keeps a message in the slots; the shared pool
-     * only (an endpoint's own run goes with it at destroy) */
+     * only (an endpoint's own run goes with it at destroy); once */
     if (!uct_hipower_ep_iface(ep)->config.shared_pool ||
         (uct_hipower_ep_rx_held(ep) == 0) || (ep->rx.ring.held > 0)) {
         return;
     }
 
-    ucs_debug(UCT_HIPOWER_EP_FMT ": the peer closed and every message of it "
-              "was delivered: its %u slots go back to the pool",
-              UCT_HIPOWER_EP_ARG(ep), uct_hipower_ep_rx_held(ep));
+    ucs_debug(UCT_HIPOWER_EP_FMT ": the peer %s: its %u slots go back to "
+              "the pool", UCT_HIPOWER_EP_ARG(ep),
+              (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ?
+              "failed" : "closed and every message of it was delivered",
+              uct_hipower_ep_rx_held(ep));
     uct_hipower_ep_wait_end(ep);
     uct_hipower_ep_rx_give_back(ep);
     uct_hipower_ep_iface(ep)->stats.closed_returns++;
