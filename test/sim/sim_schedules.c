@@ -157,6 +157,8 @@ static struct {
                           stops, scribbles, pending_adds, garbage,
                           errors_reported;
     uint8_t               msg_buf[MSG_MAX];
+    double                slowest_sec;
+    uint64_t              slowest_seed;
 } sch;
 
 
@@ -1014,6 +1016,30 @@ static void sched_step(void)
     }
 }
 
+/* The shared pool balances: its free slots and every run an endpoint
+ * holds or granted make the whole arena, after every operation */
+static void sched_check_pool(void)
+{
+    uct_hipower_iface_t *iface;
+    uct_hipower_ep_t *ep;
+    uint64_t held;
+    int s;
+
+    for (s = 0; s < NUM_SIDES; ++s) {
+        iface = ucs_derived_of(sch.sides[s].iface, uct_hipower_iface_t);
+        held  = iface->arena.slots.free_slots;
+        ucs_list_for_each(ep, &iface->ep_list, list) {
+            held += ep->rx.ring.num_slots + ep->rx.granted.count;
+        }
+        if (iface->config.shared_pool && (held != iface->arena.slots.total)) {
+            sched_fail("side %d: the pool does not balance: %u free and "
+                       "the endpoints' runs make %" PRIu64 " slots of %u", s,
+                       iface->arena.slots.free_slots, held,
+                       iface->arena.slots.total);
+        }
+    }
+}
+
 /* Whether every message a connection nothing happened to accepted has
  * been delivered, and nothing waits in a pending queue */
 static int sched_settled(int check_pending)
@@ -1246,6 +1272,7 @@ static int sched_run(uint64_t seed)
         sched_open_sides();
         for (sch.op = 1; sch.op <= sch.ops; ++sch.op) {
             sched_step();
+            sched_check_pool();
             /* After every operation: the device saw no transport bug */
             hipower_sim_get_stats(&after);
             if ((after.local_errors != before.local_errors) ||
@@ -1334,8 +1361,19 @@ int main(int argc, char **argv)
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (seed = first; seed < first + count; ++seed) {
+        struct timespec s0, s1;
+        int failed_now;
+
         ++ran;
-        if (!sched_run(seed)) {
+        clock_gettime(CLOCK_MONOTONIC, &s0);
+        failed_now = sched_run(seed);
+        clock_gettime(CLOCK_MONOTONIC, &s1);
+        secs = (s1.tv_sec - s0.tv_sec) + (s1.tv_nsec - s0.tv_nsec) * 1e-9;
+        if (secs > sch.slowest_sec) {
+            sch.slowest_sec  = secs;
+            sch.slowest_seed = seed;
+        }
+        if (!failed_now) {
             continue;
         }
         ++failed;
@@ -1359,10 +1397,11 @@ int main(int argc, char **argv)
            PRIu64 " messages accepted, %" PRIu64 " delivered, %" PRIu64
            " pending adds, %" PRIu64 " QP faults, %" PRIu64 " stops, %" PRIu64
            " hostile writes (%" PRIu64 " garbage deliveries), %" PRIu64
-           " endpoint errors reported\n", first, first + ran - 1, ran, failed,
-           secs, sch.conns_made, sch.msgs_sent, sch.msgs_delivered,
+           " endpoint errors reported; slowest schedule %" PRIu64 " (%.2f s)\n",
+           first, first + ran - 1, ran, failed, secs, sch.conns_made, sch.msgs_sent, sch.msgs_delivered,
            sch.pending_adds, sch.faults_done, sch.stops, sch.scribbles,
-           sch.garbage, sch.errors_reported);
+           sch.garbage, sch.errors_reported, sch.slowest_seed,
+           sch.slowest_sec);
     /* Interfaces of a failed schedule stay open: exit without closing */
     fflush(stdout);
     _exit((failed > 0) ? 1 : 0);

@@ -88,6 +88,8 @@ typedef struct sim_mw {
     uint64_t             addr, length;
     int                  access;
     sim_qp_t             *qp;
+    /* In qp->mws while bound to it */
+    struct sim_mw        *qp_prev, *qp_next;
 } sim_mw_t;
 
 typedef struct sim_chan {
@@ -141,6 +143,9 @@ struct sim_qp {
     /* In the list of QPs with requests to execute */
     sim_qp_t             *ready_prev, *ready_next;
     int                  in_ready;
+    /* Windows bound to it: its destroy and hostile peers look at these,
+     * not at every key of the device (a long run has many) */
+    sim_mw_t             *mws;
 };
 
 static struct {
@@ -632,6 +637,17 @@ static void sim_mw_unbind(sim_mw_t *mw)
         --mw->mr->bound_mws;
         mw->mr = NULL;
     }
+    if (mw->qp != NULL) {
+        if (mw->qp_prev != NULL) {
+            mw->qp_prev->qp_next = mw->qp_next;
+        } else {
+            mw->qp->mws = mw->qp_next;
+        }
+        if (mw->qp_next != NULL) {
+            mw->qp_next->qp_prev = mw->qp_prev;
+        }
+        mw->qp_prev = mw->qp_next = NULL;
+    }
     mw->qp = NULL;
 }
 
@@ -1084,10 +1100,7 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 int ibv_destroy_qp(struct ibv_qp *ibqp)
 {
     sim_qp_t *qp = (sim_qp_t*)ibqp;
-    sim_dev_t *dev;
     sim_mw_t *mw;
-    uint32_t i;
-    int d;
 
     pthread_mutex_lock(&sim.lock);
     sim_ready_del(qp);
@@ -1097,17 +1110,12 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
         --qp->sq_count;
     }
     qp->dev->qps[qp->qp.qp_num - 0x11] = NULL;
-    /* Windows bound to it are bound to nothing now */
-    for (d = 0; d < sim.num_devs; ++d) {
-        dev = &sim.devs[d];
-        for (i = 1; i < dev->num_keys; ++i) {
-            if (dev->key_is_mw[i] && (dev->keys[i] != NULL)) {
-                mw = dev->keys[i];
-                if (mw->qp == qp) {
-                    mw->qp = NULL;
-                }
-            }
-        }
+    /* Windows bound to it are bound to nothing now (their MR stays bound:
+     * a window keeps its MR until it is deallocated or bound again) */
+    while ((mw = qp->mws) != NULL) {
+        qp->mws = mw->qp_next;
+        mw->qp  = NULL;
+        mw->qp_prev = mw->qp_next = NULL;
     }
     pthread_mutex_unlock(&sim.lock);
     free(qp->sq);
@@ -1369,6 +1377,12 @@ static void sim_exec_bind(sim_qp_t *qp, sim_swr_t *swr)
     mw->length  = info->length;
     mw->access  = (int)info->mw_access_flags;
     mw->qp      = qp;
+    mw->qp_prev = NULL;
+    mw->qp_next = qp->mws;
+    if (qp->mws != NULL) {
+        qp->mws->qp_prev = mw;
+    }
+    qp->mws     = mw;
     mw->mw.rkey = swr->wr.bind_mw.rkey;
     sim_complete(qp, 0);
 }
@@ -1793,11 +1807,9 @@ static void sim_hostile_bytes(uint8_t *dst, size_t len)
 size_t hipower_sim_scribble(int dev_index, uint32_t qpn)
 {
     sim_qp_t *resp = NULL;
-    sim_dev_t *dev;
     uint64_t addr = 0, length = 0, off, len;
     unsigned count = 0, pick;
     sim_mw_t *mw;
-    uint32_t i;
     int pass;
 
     pthread_mutex_lock(&sim.lock);
@@ -1814,24 +1826,19 @@ size_t hipower_sim_scribble(int dev_index, uint32_t qpn)
      * the rcache's registrations of memory since freed: a peer reaches
      * them only with keys the user gave it, not the transport's business;
      * pass 0 counts, pass 1 takes the chosen one) */
-    dev  = resp->dev;
     pick = 0;
     for (pass = 0; pass < 2; ++pass) {
-        for (i = 1, count = 0; i < dev->num_keys; ++i) {
-            if ((dev->keys[i] == NULL) || !dev->key_is_mw[i]) {
-                continue;
-            }
-            mw = dev->keys[i];
-            if ((mw->mr == NULL) || (mw->qp != resp) ||
-                !(mw->access & IBV_ACCESS_REMOTE_WRITE)) {
+        for (mw = resp->mws, count = 0; mw != NULL; mw = mw->qp_next) {
+            if ((mw->mr == NULL) || !(mw->access & IBV_ACCESS_REMOTE_WRITE) ||
+                (mw->length == 0)) {
                 continue;
             }
             addr   = mw->addr;
             length = mw->length;
-            if ((length > 0) && (pass == 1) && (count == pick)) {
+            if ((pass == 1) && (count == pick)) {
                 goto found;
             }
-            count += (length > 0);
+            ++count;
         }
         if (count == 0) {
             break;
