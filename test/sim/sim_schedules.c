@@ -52,6 +52,7 @@
 #include "hipower_ep.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -202,9 +203,10 @@ static void sched_dump(void)
         }
         iface = ucs_derived_of(sch.sides[s].iface, uct_hipower_iface_t);
         printf("  side %d: pool %u of %u slots free, %u waiting, %u runless,"
-               " %u held descriptors\n", s, iface->arena.slots.free_slots,
-               iface->arena.slots.total, iface->pool.num_waiting,
-               iface->pool.num_runless, sch.sides[s].num_held);
+               " %u held descriptors, clock %.3f s\n", s,
+               iface->arena.slots.free_slots, iface->arena.slots.total,
+               iface->pool.num_waiting, iface->pool.num_runless,
+               sch.sides[s].num_held, ucs_time_to_sec(iface->clock.now));
         ucs_list_for_each(ep, &iface->ep_list, list) {
             for (c = 0, d = -1; c < sch.num_conns; ++c) {
                 for (d = 0; d < 2; ++d) {
@@ -216,9 +218,11 @@ static void sched_dump(void)
             c = -1;
 found:
             printf("    connection %d: flags 0x%x, run of %u slots (head %u "
-                   "held %u), grant of %u out, tx msgs %" PRIu64 "\n", c,
-                   ep->flags, ep->rx.ring.num_slots, ep->rx.ring.head,
-                   ep->rx.ring.held, ep->rx.granted.count, ep->tx.msgs);
+                   "held %u), grant of %u out (deadline %.3f s), tx msgs %"
+                   PRIu64 "\n", c, ep->flags, ep->rx.ring.num_slots,
+                   ep->rx.ring.head, ep->rx.ring.held, ep->rx.granted.count,
+                   (ep->flags & UCT_HIPOWER_EP_FLAG_GRANT_OUT) ?
+                   ucs_time_to_sec(ep->rx.grant_deadline) : 0.0, ep->tx.msgs);
         }
     }
 }
@@ -876,8 +880,14 @@ static uint32_t sched_ep_qpn(uct_ep_h ep)
  */
 static void sched_advance(uint64_t ns)
 {
-    uint64_t now = hipower_sim_now_ns(), limit = sch.grant_timeout_ns / 4;
+    uint64_t now, limit = sch.grant_timeout_ns / 4;
     unsigned s;
+
+    /* The device works while time passes: it is not slower than the
+     * deadlines (what is posted is placed in microseconds, not in a
+     * quarter of the grant timeout) */
+    hipower_sim_step(256);
+    now = hipower_sim_now_ns();
 
     for (s = 0; s < NUM_SIDES; ++s) {
         if (sch.sides[s].stopped) {
@@ -898,21 +908,26 @@ static void sched_stop(unsigned s)
     unsigned i, t;
     int c;
 
-    sch.sides[s].stopped = 20 + sched_below(100);
+    /* For a while, or for ever (until the schedule ends: it is progressed
+     * again only to tear down) */
+    sch.sides[s].stopped = (sched_below(3) == 0) ? INT_MAX :
+                           20 + sched_below(100);
     for (c = 0; c < sch.num_conns; ++c) {
         if ((sch.conns[c].side[0] == (int)s) ||
             (sch.conns[c].side[1] == (int)s)) {
             sch.conns[c].excused = 1;
         }
     }
-    for (i = 0; i < 40; ++i) {
-        hipower_sim_advance(sch.grant_timeout_ns / 16);
+    /* 2.5 grant timeouts, in steps of 1/64 of one: the others progress
+     * and the device works in each */
+    for (i = 0; i < 160; ++i) {
+        hipower_sim_advance(sch.grant_timeout_ns / 64);
         for (t = 0; t < NUM_SIDES; ++t) {
             if (!sch.sides[t].stopped) {
                 sched_progress(&sch.sides[t], 1 + sched_below(4));
             }
         }
-        hipower_sim_step(sched_below(16));
+        hipower_sim_step(64);
     }
 }
 
@@ -925,7 +940,7 @@ static void sched_step(void)
 
     /* Stopped sides count down */
     for (s = 0; s < NUM_SIDES; ++s) {
-        if (sch.sides[s].stopped > 0) {
+        if ((sch.sides[s].stopped > 0) && (sch.sides[s].stopped < INT_MAX)) {
             --sch.sides[s].stopped;
         }
     }
@@ -1098,7 +1113,9 @@ static void sched_finish(void)
     int c, d;
 
     for (s = 0; s < NUM_SIDES; ++s) {
-        sch.sides[s].stopped = 0;
+        if (sch.sides[s].stopped < INT_MAX) {
+            sch.sides[s].stopped = 0;
+        }
     }
 
     /* Delivery never depends on the sender: with some sides silent (they
@@ -1111,7 +1128,7 @@ static void sched_finish(void)
     }
     for (round = 0; round < SETTLE_ROUNDS / 4; ++round) {
         for (s = 0; s < NUM_SIDES; ++s) {
-            if (!(sender_mask & (1u << s))) {
+            if (!(sender_mask & (1u << s)) && !sch.sides[s].stopped) {
                 sched_progress(&sch.sides[s], 1);
             }
         }
@@ -1153,9 +1170,14 @@ not_yet:
     sch.op_name = "settle";
     for (round = 0; round < SETTLE_ROUNDS; ++round) {
         for (s = 0; s < NUM_SIDES; ++s) {
-            sched_progress(&sch.sides[s], 1);
+            if (!sch.sides[s].stopped) {
+                sched_progress(&sch.sides[s], 1);
+            }
         }
         hipower_sim_step(4);
+        /* Time passes (the bound is 200 grant timeouts): the deadlines of
+         * peers stopped for ever expire, and give their runs back */
+        hipower_sim_advance(sch.grant_timeout_ns / 1000);
         if (((round % 64) == 0) && sched_settled(sch.waiters_served)) {
             break;
         }
@@ -1180,7 +1202,9 @@ not_yet:
             break;
         }
         for (s = 0; s < NUM_SIDES; ++s) {
-            sched_progress(&sch.sides[s], 1);
+            if (!sch.sides[s].stopped) {
+                sched_progress(&sch.sides[s], 1);
+            }
         }
         hipower_sim_step(4);
     }
@@ -1194,8 +1218,12 @@ not_yet:
         }
     }
 
-    /* Everything goes; every slot comes back to its pool */
+    /* Everything goes; every slot comes back to its pool (a side stopped
+     * for ever is progressed again to tear down) */
     sch.op_name = "teardown";
+    for (s = 0; s < NUM_SIDES; ++s) {
+        sch.sides[s].stopped = 0;
+    }
     for (s = 0; s < NUM_SIDES; ++s) {
         sched_release_held(&sch.sides[s], 0);
     }

@@ -633,6 +633,18 @@ void uct_hipower_iface_serve_waiters(uct_hipower_iface_t *iface);
  * longer than UCX_HIPOWER_GRANT_TIMEOUT, and returns its runs */
 void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface);
 
+/*
+ * A grant or release record went out without a wake-up (the peer was
+ * awake then) and the peer has started a sleep generation since: its
+ * sleep handshake reads our announced count, which a record does not
+ * change, so it may have gone to sleep without looking at the record and
+ * would never answer it -- an honest idle peer failing at the grant
+ * timeout (found by the simulator's schedules). Once per clock tick, each
+ * endpoint with a record out whose peer sleeps unwoken gets a zero-length
+ * write with its immediate.
+ */
+void uct_hipower_iface_grant_wake(uct_hipower_iface_t *iface);
+
 /* Receiver: the peer missed a deadline: the endpoint's runs go back to the
  * pool (deregistered first) and it fails with UCS_ERR_ENDPOINT_TIMEOUT */
 void uct_hipower_ep_rx_timeout(uct_hipower_ep_t *ep);

@@ -41,6 +41,7 @@
 
 #include <ucs/debug/log.h>
 #include <string.h>
+#include <arpa/inet.h>
 
 /* Slots kept for endpoints yet to come (UCX_HIPOWER_MAX_EPS) */
 static uint32_t uct_hipower_iface_pool_keep(uct_hipower_iface_t *iface)
@@ -472,6 +473,31 @@ static void uct_hipower_ep_rx_probe_peer(uct_hipower_ep_t *ep)
     }
     if (uct_hipower_ep_post_nop(ep, &iface->tx.cq_credits, NULL) == UCS_OK) {
         iface->stats.peer_probes++;
+    }
+}
+
+void uct_hipower_iface_grant_wake(uct_hipower_iface_t *iface)
+{
+    struct ibv_send_wr wr;
+    uct_hipower_ep_t *ep;
+    uint64_t gen;
+
+    ucs_list_for_each(ep, &iface->pool.granting, rx.grant_list) {
+        gen = __atomic_load_n(&ep->ctrl->peer_sleep_gen, __ATOMIC_SEQ_CST);
+        if ((gen == ep->tx.woken_gen) || !uct_hipower_ep_may_initiate(ep) ||
+            !uct_hipower_ep_has_room(ep, 1)) {
+            continue;
+        }
+
+        /* A zero-length write with the immediate: it needs no rkey */
+        memset(&wr, 0, sizeof(wr));
+        wr.opcode   = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.imm_data = htonl((uint32_t)gen);
+        if (uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL) == UCS_OK) {
+            uct_hipower_ep_wakeup_posted(ep, gen);
+            iface->stats.grant_wakeups++;
+            iface->stats.rdma_writes++;
+        }
     }
 }
 

@@ -708,6 +708,7 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
         iface->clock.now   = uct_hipower_clock_now();
         /* Deadlines of seconds need no finer clock: nothing per call */
         if (ucs_unlikely(!ucs_list_is_empty(&iface->pool.granting))) {
+            uct_hipower_iface_grant_wake(iface);
             uct_hipower_iface_grant_deadline(iface);
         }
     }

@@ -40,6 +40,7 @@
     _f(grant_timeouts)   /* Peers past UCX_HIPOWER_GRANT_TIMEOUT */ \
     _f(closed_returns)   /* Runs back from peers that closed or failed */ \
     _f(peer_probes)      /* Hellos to reclaim a run no one used */ \
+    _f(grant_wakeups)    /* Peers woken for a record they slept over */ \
     _f(rx_copies)        /* HOLD_SLOTS=y: messages copied for handlers */ \
     _f(cq_recalls)       /* Signaled no-ops posted to free CQ credits */ \
     _f(recall_runs)      /* Credit recalls: progress calls after a post \
