@@ -78,8 +78,8 @@ static inline uint32_t hipower_grant_fair_share(uint32_t pool_slots,
  * than that, grow towards @a fair when its sender asked for more (@a wants:
  * its ring was full, or it has no run). A grow takes only what leaves
  * @a reserve slots free and is at least the mailbox from no run; a shrink,
- * and a peer without a run for its mailbox, may take the reserve. The new run's size
- * goes to @a size_p. (Idle endpoints are released, not shrunk:
+ * and a peer without a run for its mailbox, may take the reserve. The new
+ * run's size goes to @a size_p. (Idle endpoints are released, not shrunk:
  * hipower_ep_grant.c.)
  */
 static inline hipower_grant_action_t

@@ -1,0 +1,86 @@
+#!/bin/bash
+# Proof that the simulator's schedules can fail (issue 25, docs/sim.md
+# "Defects put back on purpose"): each known defect is put back into a copy
+# of this build tree, that copy's plugin is built, and the schedules of
+# test/sim/run-schedules run over it until the oracle fails (or the seed
+# budget is spent). Prints, per defect, the first seed that failed, what
+# the oracle said, and the time it took; exits 1 if a defect went unseen.
+#
+# usage: contrib/sim-defects.sh [NAME...]   (from a built tree; default all)
+# HIPOWER_DEFECT_BUDGET: seeds per defect (default 10000, make check's)
+set -u
+top=$(pwd)
+budget=${HIPOWER_DEFECT_BUDGET:-10000}
+work=$(mktemp -d "${TMPDIR:-/tmp}/hipower-defects.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# NAME %% FILE %% EXACT TEXT %% REPLACEMENT %% WHAT (\n in the texts: a
+# newline; no FILE: the plugin as it is, under other settings)
+defects=(
+"c1-stale-trailers %% src/uct/hipower/hipower_ep_grant.c %%     for (i = 0; i < count; ++i) { %%     for (i = count; i < count; ++i) { %% review C1: a run taken from the pool keeps its last owner's trailers"
+"h1a-unanswered-release %% src/uct/hipower/hipower_ep_grant.c %%     uct_hipower_ep_grant_out(ep, 1);\n    uct_hipower_ep_runless(ep, 1); %%     uct_hipower_ep_runless(ep, 1); %% review H1(a): a release no peer answers has no deadline, and waiters wait behind it"
+"release-epoch-check %% src/uct/hipower/hipower_grant.h %%         return (req_epoch == epoch + 1) ? HIPOWER_RUN_REQ_RELEASED : %%         return (1) ? HIPOWER_RUN_REQ_RELEASED : %% the epoch check of the run request that answers a release, removed"
+"closed-peer-keeps-runs %% src/uct/hipower/hipower_ep_grant.c %%     if (!uct_hipower_ep_iface(ep)->config.shared_pool || %%     if (1 || %% a peer that closed or failed keeps its runs until its endpoint is destroyed (found by the schedules, fixed)"
+"sleeper-over-record %% src/uct/hipower/hipower_iface.c %%             uct_hipower_iface_grant_wake(iface);\n %%  %% a peer asleep over a grant or release record is not woken (found by the schedules, fixed)"
+"push-out-of-order %%  %%  %%  %% push mode on a device that places a write's packets out of order (the documented limit, no code change)"
+)
+settings_of() {
+    case $1 in
+        push-out-of-order) echo "HIPOWER_SCHED_MODE=push HIPOWER_SIM_PLACEMENT=random" ;;
+        *) echo "HIPOWER_SCHED_MODE=self" ;;
+    esac
+}
+
+want=("$@")
+rc=0
+for spec in "${defects[@]}"; do
+    name=${spec%% %% *}; rest=${spec#* %% }
+    file=${rest%% %% *}; rest=${rest#* %% }
+    old=${rest%% %% *}; rest=${rest#* %% }
+    new=${rest%% %% *}; what=${rest#* %% }
+    old=$(printf '%b' "$old"); new=$(printf '%b' "$new")
+    if [ ${#want[@]} -gt 0 ] && [[ " ${want[*]} " != *" $name "* ]]; then
+        continue
+    fi
+    plugin=$top/.libs/libuct_hipower.so
+    if [ -n "$file" ]; then
+        # A copy of the build tree (not .git nor .cache): only the changed
+        # unit is rebuilt
+        tree=$work/$name
+        mkdir -p "$tree"
+        tar -C "$top" --exclude=./.git --exclude=./.cache -cf - . | tar -C "$tree" -xf -
+        if ! OLD="$old" NEW="$new" python3 - "$tree/$file" <<'EOF'
+import os, sys
+path = sys.argv[1]
+text = open(path).read()
+old, new = os.environ["OLD"], os.environ["NEW"]
+if text.count(old) != 1:
+    sys.exit("%s: the text to change is there %d times" % (path, text.count(old)))
+open(path, "w").write(text.replace(old, new))
+EOF
+        then
+            echo "defect $name: could not be put back (the code moved?)"
+            rc=1
+            continue
+        fi
+        if ! make -s -C "$tree" libuct_hipower.la > "$work/$name.build.log" 2>&1; then
+            echo "defect $name: its plugin did not build"; tail -5 "$work/$name.build.log"
+            rc=1
+            continue
+        fi
+        plugin=$tree/.libs/libuct_hipower.so
+    fi
+    start=$(date +%s)
+    out=$(env $(settings_of "$name") HIPOWER_PLUGIN="$plugin" HIPOWER_SIM_CLOCK=virtual \
+          HIPOWER_SIM_QUIET=1 HIPOWER_SCHED_FIRST=1 HIPOWER_SCHED_COUNT="$budget" \
+          timeout 1200 "$top/src/ucp_glue/hipower-run" "$top/test/sim/sim_schedules" 2> "$work/$name.log")
+    secs=$(( $(date +%s) - start ))
+    failed=$(sed -n 's/^hipower-sched: FAILED schedule \([0-9]*\): \(.*\)/\1|\2/p' <<< "$out")
+    if [ -n "$failed" ]; then
+        echo "defect $name ($what): found by schedule ${failed%%|*} of $budget ($(settings_of "$name"), $secs s): ${failed#*|}"
+    else
+        echo "defect $name ($what): NOT found in $budget schedules ($secs s)"
+        rc=1
+    fi
+done
+exit $rc
