@@ -53,6 +53,7 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,6 +98,9 @@ typedef struct {
     int                   stopped;      /* Ops left before it progresses */
     uint64_t              last_progress_ns;
     int                   tainted;      /* A hostile peer wrote to it */
+    /* A port or device event it has not progressed over yet: it fails
+     * every endpoint it has then, new ones too */
+    int                   event_pending;
     void                  *held[HELD_MAX];
     int                   num_held;
     struct {
@@ -156,6 +160,7 @@ static struct {
     /* Totals over all schedules */
     uint64_t              msgs_sent, msgs_delivered, conns_made, faults_done,
                           stops, scribbles, pending_adds, garbage,
+                          device_events,
                           errors_reported;
     uint8_t               msg_buf[MSG_MAX];
     double                slowest_sec;
@@ -442,7 +447,7 @@ static void sched_open_sides(void)
 {
     char slots[16], min_slots[16], budget[32];
     const char *slot_size, *mode, *idle, *grant, *txq, *signal, *batch,
-               *hold, *shared;
+               *hold, *shared, *stats;
     static const struct {
         const char *value;
         uint64_t   ns;
@@ -482,6 +487,8 @@ static void sched_open_sides(void)
     batch     = SCHED_PICK("1", "1", "4");
     hold      = SCHED_PICK("y", "n");
     shared    = SCHED_PICK("y", "y", "y", "n");
+    /* The counters, printed when the interface closes */
+    stats     = SCHED_PICK("n", "n", "n", "n", "n", "n", "n", "y");
     /* The pool is shared in self mode only: there an endpoint is never
      * refused, elsewhere one finds no run of MIN_SLOTS left */
     sch.shared_pool = !strcmp(mode, "self") && !strcmp(shared, "y");
@@ -529,6 +536,7 @@ static void sched_open_sides(void)
         sched_config(config, "ANNOUNCE_BATCH", batch);
         sched_config(config, "HOLD_SLOTS", hold);
         sched_config(config, "SHARED_POOL", shared);
+        sched_config(config, "STATS", stats);
         /* Retries end in virtual milliseconds, not seconds */
         sched_config(config, "TIMEOUT", "1ms");
 
@@ -576,6 +584,7 @@ static void sched_progress(sched_side_t *side, unsigned count)
     while (count-- > 0) {
         uct_worker_progress(side->worker);
     }
+    side->event_pending = 0;
 }
 
 
@@ -630,7 +639,8 @@ static void sched_connect(void)
     free(addr[1]);
     conn->used = 1;
     /* A stopped side's connections may fail (deadlines run out) */
-    conn->excused = sch.sides[x].stopped || sch.sides[y].stopped;
+    conn->excused = sch.sides[x].stopped || sch.sides[y].stopped ||
+                    sch.sides[x].event_pending || sch.sides[y].event_pending;
     ++sch.num_conns;
     ++sch.conns_made;
     sched_trace("connection %d: side %d <-> side %d", sch.num_conns - 1, x,
@@ -931,6 +941,78 @@ static void sched_stop(unsigned s)
     }
 }
 
+/*
+ * An asynchronous event of the device: a QP that broke (its connection may
+ * fail), or a port that went down or a device that died (every connection
+ * of the interfaces on that device may fail). The device's user reads it
+ * in UCX's async thread: the schedule waits until it has, so that the
+ * interfaces find it in their next progress as in every replay.
+ */
+static void sched_device_event(void)
+{
+    static const enum ibv_event_type qp_events[] = {
+        IBV_EVENT_QP_FATAL, IBV_EVENT_QP_REQ_ERR, IBV_EVENT_QP_ACCESS_ERR
+    };
+    static const enum ibv_event_type dev_events[] = {
+        IBV_EVENT_PORT_ERR, IBV_EVENT_DEVICE_FATAL, IBV_EVENT_PORT_ACTIVE,
+        IBV_EVENT_GID_CHANGE
+    };
+    uct_hipower_md_t *md;
+    enum ibv_event_type type;
+    sched_conn_t *conn;
+    uint64_t seq, spins;
+    int c, d, dev;
+
+    if (sched_below(2) == 0) {
+        conn = sched_pick_conn();
+        d    = sched_below(2);
+        if ((conn == NULL) || (conn->ep[d] == NULL)) {
+            return;
+        }
+        dev  = sch.sides[conn->side[d]].dev;
+        type = qp_events[sched_below(3)];
+        sched_trace("device event %s on the QP of connection %ld side %d",
+                    ibv_event_type_str(type), (long)(conn - sch.conns),
+                    conn->side[d]);
+        conn->excused = 1;
+        md   = ucs_derived_of(sch.devs[dev].md, uct_hipower_md_t);
+        seq  = *(volatile uint64_t*)&md->async.seq;
+        if (hipower_sim_async_event(dev, type, sched_ep_qpn(conn->ep[d])) ==
+            0) {
+            return;
+        }
+    } else {
+        dev  = sched_below(2);
+        type = dev_events[sched_below(4)];
+        sched_trace("device event %s on sim%d", ibv_event_type_str(type),
+                    dev);
+        if ((type == IBV_EVENT_PORT_ERR) || (type == IBV_EVENT_DEVICE_FATAL)) {
+            /* Every endpoint of the interfaces on it fails */
+            for (c = 0; c < sch.num_conns; ++c) {
+                if ((sch.sides[sch.conns[c].side[0]].dev == dev) ||
+                    (sch.sides[sch.conns[c].side[1]].dev == dev)) {
+                    sch.conns[c].excused = 1;
+                }
+            }
+            for (c = 0; c < NUM_SIDES; ++c) {
+                sch.sides[c].event_pending |= (sch.sides[c].dev == dev);
+            }
+        }
+        md   = ucs_derived_of(sch.devs[dev].md, uct_hipower_md_t);
+        seq  = *(volatile uint64_t*)&md->async.seq;
+        if (hipower_sim_async_event(dev, type, 0) == 0) {
+            return;
+        }
+    }
+    ++sch.device_events;
+    for (spins = 0; *(volatile uint64_t*)&md->async.seq == seq; ++spins) {
+        if (spins > 100000000ull) {
+            sched_fail("UCX's async thread never read the device event");
+        }
+        sched_yield();
+    }
+}
+
 /* One operation of the schedule */
 static void sched_step(void)
 {
@@ -1012,6 +1094,9 @@ static void sched_step(void)
         sched_trace("side %u stops progressing", s);
         sched_stop(s);
         ++sch.stops;
+    } else if (kind < 98) {
+        sch.op_name = "device-event";
+        sched_device_event();
     } else {
         sch.op_name = "hostile";
         conn = sched_pick_conn();
@@ -1423,16 +1508,24 @@ int main(int argc, char **argv)
     printf("hipower-sched: schedules %" PRIu64 "-%" PRIu64 ": %" PRIu64
            " run, %" PRIu64 " failed, %.1f s; %" PRIu64 " connections, %"
            PRIu64 " messages accepted, %" PRIu64 " delivered, %" PRIu64
-           " pending adds, %" PRIu64 " QP faults, %" PRIu64 " stops, %" PRIu64
+           " pending adds, %" PRIu64 " QP faults, %" PRIu64 " device events, %"
+           PRIu64 " stops, %" PRIu64
            " hostile writes (%" PRIu64 " garbage deliveries), %" PRIu64
            " endpoint errors reported; slowest schedule %" PRIu64 " (%.2f s)\n",
            first, first + ran - 1, ran, failed, secs, sch.conns_made, sch.msgs_sent, sch.msgs_delivered,
-           sch.pending_adds, sch.faults_done, sch.stops, sch.scribbles,
+           sch.pending_adds, sch.faults_done, sch.device_events, sch.stops,
+           sch.scribbles,
            sch.garbage, sch.errors_reported, sch.slowest_seed,
            sch.slowest_sec);
-    /* Interfaces of a failed schedule stay open: exit without closing */
     fflush(stdout);
-    _exit((failed > 0) ? 1 : 0);
+    if (failed > 0) {
+        /* The failed schedule's interfaces are still open: no cleanup */
+        _exit(1);
+    }
+    for (i = 0; i < 2; ++i) {
+        uct_md_close(sch.devs[i].md);
+    }
     (void)argc;
     (void)argv;
+    return 0;
 }

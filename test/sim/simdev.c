@@ -67,12 +67,19 @@ typedef struct sim_dev {
     /* QP numbers: table by number */
     sim_qp_t             **qps;
     uint32_t             max_qps;
+    struct sim_ctx       *contexts; /* Open on it */
 } sim_dev_t;
+
+#define SIM_MAX_EVENTS      64
 
 typedef struct sim_ctx {
     struct ibv_context   ctx;
     sim_dev_t            *dev;
     int                  async_pipe[2];
+    /* Asynchronous events not read yet (a byte in the pipe for each) */
+    struct ibv_async_event events[SIM_MAX_EVENTS];
+    unsigned             event_head, num_events;
+    struct sim_ctx       *next_open; /* The device's open contexts */
 } sim_ctx_t;
 
 typedef struct sim_mr {
@@ -438,13 +445,26 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
     ctx->ctx.num_comp_vectors  = 1;
     ctx->ctx.abi_compat        = NULL; /* No extended verbs */
     pthread_mutex_init(&ctx->ctx.mutex, NULL);
+    pthread_mutex_lock(&sim.lock);
+    ctx->next_open             = ctx->dev->contexts;
+    ctx->dev->contexts         = ctx;
+    pthread_mutex_unlock(&sim.lock);
     return &ctx->ctx;
 }
 
 int ibv_close_device(struct ibv_context *context)
 {
     sim_ctx_t *ctx = (sim_ctx_t*)context;
+    sim_ctx_t **p;
 
+    pthread_mutex_lock(&sim.lock);
+    for (p = &ctx->dev->contexts; *p != NULL; p = &(*p)->next_open) {
+        if (*p == ctx) {
+            *p = ctx->next_open;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&sim.lock);
     close(ctx->async_pipe[0]);
     close(ctx->async_pipe[1]);
     free(ctx);
@@ -514,10 +534,17 @@ int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
 
 const char *ibv_event_type_str(enum ibv_event_type event)
 {
-    static char buf[32];
-
-    snprintf(buf, sizeof(buf), "event %d", (int)event);
-    return buf;
+    /* libibverbs' names of the events the device raises */
+    switch (event) {
+    case IBV_EVENT_QP_FATAL:       return "local work queue catastrophic error";
+    case IBV_EVENT_QP_REQ_ERR:     return "invalid request local work queue error";
+    case IBV_EVENT_QP_ACCESS_ERR:  return "local access violation work queue error";
+    case IBV_EVENT_PORT_ACTIVE:    return "port active";
+    case IBV_EVENT_PORT_ERR:       return "port error";
+    case IBV_EVENT_GID_CHANGE:     return "GID table change";
+    case IBV_EVENT_DEVICE_FATAL:   return "local catastrophic error";
+    default:                       return "unknown";
+    }
 }
 
 const char *ibv_port_state_str(enum ibv_port_state state)
@@ -542,9 +569,36 @@ const char *ibv_wc_status_str(enum ibv_wc_status status)
 int ibv_get_async_event(struct ibv_context *context,
                         struct ibv_async_event *event)
 {
-    /* No asynchronous events yet: the pipe is never written */
-    errno = EAGAIN;
-    return -1;
+    sim_ctx_t *ctx = (sim_ctx_t*)context;
+    char byte;
+    int ret = -1;
+
+    pthread_mutex_lock(&sim.lock);
+    if (ctx->num_events > 0) {
+        *event          = ctx->events[ctx->event_head];
+        ctx->event_head = (ctx->event_head + 1) % SIM_MAX_EVENTS;
+        --ctx->num_events;
+        (void)read(ctx->async_pipe[0], &byte, 1);
+        ret = 0;
+    } else {
+        errno = EAGAIN;
+    }
+    pthread_mutex_unlock(&sim.lock);
+    return ret;
+}
+
+static void sim_event_push(sim_ctx_t *ctx, const struct ibv_async_event *event)
+{
+    char byte = 0;
+
+    if (ctx->num_events == SIM_MAX_EVENTS) {
+        return; /* A device drops what its user does not read */
+    }
+    ctx->events[(ctx->event_head + ctx->num_events) % SIM_MAX_EVENTS] = *event;
+    ++ctx->num_events;
+    if (write(ctx->async_pipe[1], &byte, 1) != 1) {
+        --ctx->num_events;
+    }
 }
 
 void ibv_ack_async_event(struct ibv_async_event *event)
@@ -1861,4 +1915,46 @@ found:
     sim.stats.bytes_placed += len;
     pthread_mutex_unlock(&sim.lock);
     return len;
+}
+
+int hipower_sim_async_event(int dev_index, enum ibv_event_type type,
+                            uint32_t qpn)
+{
+    struct ibv_async_event event;
+    sim_qp_t *qp = NULL;
+    sim_ctx_t *ctx;
+    int count = 0;
+
+    pthread_mutex_lock(&sim.lock);
+    if ((dev_index < 0) || (dev_index >= sim.num_devs)) {
+        pthread_mutex_unlock(&sim.lock);
+        return 0;
+    }
+    memset(&event, 0, sizeof(event));
+    event.event_type = type;
+    switch (type) {
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+        /* The QP broke: in error, and its user told */
+        qp = sim_qp_find(&sim.devs[dev_index], qpn);
+        if (qp != NULL) {
+            sim_qp_error(qp);
+            event.element.qp = &qp->qp;
+            sim_event_push((sim_ctx_t*)qp->qp.context, &event);
+            count = 1;
+        }
+        break;
+    default:
+        /* Port and device events: every context open on the device */
+        event.element.port_num = 1;
+        for (ctx = sim.devs[dev_index].contexts; ctx != NULL;
+             ctx = ctx->next_open) {
+            sim_event_push(ctx, &event);
+            ++count;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&sim.lock);
+    return count;
 }

@@ -15,6 +15,7 @@
 #ifndef HIPOWER_SIMDEV_H_
 #define HIPOWER_SIMDEV_H_
 
+#include <infiniband/verbs.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,6 +62,14 @@ void hipower_sim_advance(uint64_t ns);
  * it had outstanding completes flushed, its peer's requests find nobody);
  * -1 if there is no such QP */
 int hipower_sim_fail_qp(int dev_index, uint32_t qpn);
+
+/* An asynchronous event of device @a dev_index, read by its users with
+ * ibv_get_async_event(): a QP event (QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR;
+ * the QP @a qpn goes to error) goes to the QP's context, any other (a port
+ * or the device) to every context open on the device. Returns to how many
+ * contexts it went. */
+int hipower_sim_async_event(int dev_index, enum ibv_event_type type,
+                            uint32_t qpn);
 
 /* A hostile peer of QP @a qpn of device @a dev_index writes something
  * (random bytes or plausible protocol words) somewhere it may write:

@@ -1,0 +1,69 @@
+#!/bin/bash
+# Line and branch coverage of the transport (src/uct/hipower/*.c) reached
+# by the simulated device alone (issue 25, docs/sim.md "Coverage"): a copy
+# of this build tree's plugin is built with gcov instrumentation, the
+# simulator's tests run over it (test/sim/run-sim: every transport test in
+# self, push and pull modes; test/sim/run-schedules: the random schedules),
+# and gcov (part of gcc) counts. Prints a line per file and the total:
+#   "simulator coverage: NN.N% of N lines, NN.N% of N branches (...)"
+# Exits 1 if the runs fail or lines are under HIPOWER_COVERAGE_MIN (85).
+#
+# usage: contrib/sim-coverage.sh   (from a built tree, after make check
+# built the test programs). HIPOWER_SCHED_COUNT: schedules (10000).
+set -u
+top=$(pwd)
+min=${HIPOWER_COVERAGE_MIN:-85}
+work=$(mktemp -d "${TMPDIR:-/tmp}/hipower-coverage.XXXXXX")
+[ -n "${HIPOWER_COVERAGE_KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
+tree=$work/tree
+mkdir -p "$tree"
+tar -C "$top" --exclude=./.git --exclude=./.cache -cf - . | tar -C "$tree" -xf -
+
+# The plugin again, instrumented, not optimized (lines map to the source)
+rm -f "$tree"/src/uct/hipower/libuct_hipower_la-*.lo \
+      "$tree"/src/uct/hipower/.libs/libuct_hipower_la-* \
+      "$tree"/libuct_hipower.la "$tree"/.libs/libuct_hipower.*
+if ! make -s -C "$tree" libuct_hipower.la CFLAGS="-O0 -g --coverage" \
+        LDFLAGS="--coverage" > "$work/build.log" 2>&1; then
+    echo "simulator coverage: the instrumented plugin did not build"
+    tail -20 "$work/build.log"
+    exit 1
+fi
+plugin=$tree/.libs/libuct_hipower.so
+
+rc=0
+echo "simulator coverage: the simulator's tests over an instrumented plugin"
+HIPOWER_PLUGIN=$plugin test/sim/run-sim > "$work/run-sim.log" 2>&1 || rc=1
+grep -E "^sim " "$work/run-sim.log"
+HIPOWER_PLUGIN=$plugin HIPOWER_SCHED_COUNT=${HIPOWER_SCHED_COUNT:-10000} \
+    test/sim/run-schedules > "$work/run-schedules.log" 2>&1 || rc=1
+grep -E "^hipower-sched: [0-9]+ schedules|^sim schedules" "$work/run-schedules.log"
+
+# gcov per unit: "Lines executed:P% of N", "Taken at least once:P% of N"
+cd "$tree" || exit 1
+total_l=0 hit_l=0 total_b=0 hit_b=0
+printf '%-24s %8s %8s\n' "file" "lines" "branches"
+for src in src/uct/hipower/hipower_*.c; do
+    base=$(basename "$src" .c)
+    obj=src/uct/hipower/.libs/libuct_hipower_la-$base.o
+    [ -r "${obj%.o}.gcno" ] || continue
+    # The unit's own figures (gcov also lists the headers it inlined)
+    read -r lp ln bp bn < <(gcov -b -n -o "$obj" "$src" 2> /dev/null |
+        awk -v f="$base.c'" '
+            /^File / { on = (substr($0, length($0) - length(f) + 1) == f) }
+            on && /^Lines executed:/ { sub(/.*:/, "", $2); l = $2 + 0; ln = $4 }
+            on && /^Taken at least once:/ { sub(/.*:/, "", $4); b = $4 + 0; bn = $6 }
+            END { print l + 0, ln + 0, b + 0, bn + 0 }')
+    total_l=$((total_l + ln)); hit_l=$(awk -v h="$hit_l" -v p="$lp" -v n="$ln" 'BEGIN { printf "%d", h + p * n / 100 + 0.5 }')
+    total_b=$((total_b + bn)); hit_b=$(awk -v h="$hit_b" -v p="$bp" -v n="$bn" 'BEGIN { printf "%d", h + p * n / 100 + 0.5 }')
+    printf '%-24s %7.1f%% %7.1f%%   (%d lines, %d branches)\n' "$base.c" "$lp" "$bp" "$ln" "$bn"
+done
+pct_l=$(awk -v h="$hit_l" -v t="$total_l" 'BEGIN { printf "%.1f", t ? 100 * h / t : 0 }')
+pct_b=$(awk -v h="$hit_b" -v t="$total_b" 'BEGIN { printf "%.1f", t ? 100 * h / t : 0 }')
+echo "simulator coverage: $pct_l% of $total_l lines, $pct_b% of $total_b branches of src/uct/hipower/*.c (gcov; the simulator's tests alone, no rig)"
+if awk -v p="$pct_l" -v m="$min" 'BEGIN { exit !(p < m) }'; then
+    echo "simulator coverage: under the $min% of lines the simulator must reach"
+    rc=1
+fi
+[ "$rc" = 0 ] || echo "simulator coverage: FAILED (see above)"
+exit $rc
