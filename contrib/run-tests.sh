@@ -1,7 +1,9 @@
 #!/bin/bash
 # The test command: installs every dependency, builds hipower with -Werror,
 # builds UCX's own UCT gtest suite once (contrib/ucx-gtest.sh), runs the
-# Check unit tests (make check) and the tests on a real verbs stack (make
+# Check unit tests (make check, the simulated device's tests and random
+# schedules among them), the simulator's coverage of the transport
+# (contrib/sim-coverage.sh) and the tests on a real verbs stack (make
 # rig-check: Soft-RoCE in a QEMU guest, or RDMA hardware if present; UCX's
 # gtest suite among them). Against UCX 1.18.1 and 1.22.0 as well: hipower
 # builds for them (contrib/build-for-ucx.sh, which builds those UCX
@@ -30,6 +32,12 @@ contrib/ucx-gtest.sh > /dev/null || gtest_build_rc=$?
 stage "unit tests (make check)"
 make -s check 2>&1 | tee unit-tests.log
 unit_rc=${PIPESTATUS[0]}
+
+# How much of the transport the simulated device reaches alone: the
+# simulator's tests again over a gcov-instrumented plugin (docs/sim.md)
+stage "simulator coverage (contrib/sim-coverage.sh)"
+contrib/sim-coverage.sh 2>&1 | tee sim-coverage.log
+coverage_rc=${PIPESTATUS[0]}
 
 other_versions=${HIPOWER_OTHER_UCX-1.18.1 1.22.0}
 # hipower for the other UCX versions (and those UCX releases, once per
@@ -118,11 +126,17 @@ o_fail=$((o_fail + o_bad + other_bad))
 
 stage "summary"
 echo "unit tests: $((u_total - u_bad)) of $u_total passed (make check exit $unit_rc)"
+sched_line=$(sed -n 's/^hipower-sched: \([0-9]* schedules, .*\)/\1/p' unit-tests.log | tail -1)
+echo "simulated device: ${sched_line:-no schedules ran} (random schedules, oracle after every operation)"
+coverage_line=$(sed -n 's/^simulator coverage: \([0-9.]*% of .*\)/\1/p' sim-coverage.log | tail -1)
+echo "simulator coverage: ${coverage_line:-not measured} (exit $coverage_rc)"
 echo "rig tests:  $r_pass passed, $r_fail failed (make rig-check exit $rig_rc)"
 # UCX's own UCT suite (one of the rig tests), in gtest's counts
 gtest_line=$(sed -n 's/^ *\(gtest: [0-9]* passed, .*\)/\1/p' rig-tests.log | tail -1)
 echo "UCX UCT ${gtest_line:-gtest: did not run}"
 [ "$gtest_build_rc" != 0 ] && echo "UCX's gtest suite could not be built (contrib/ucx-gtest.sh exit $gtest_build_rc; see above)"
 for line in "${other_summary[@]}"; do echo "$line"; done | sort
-echo "total: $((u_total - u_bad + r_pass + o_total - o_bad + o_pass)) passed, $((u_bad + r_fail + o_fail)) failed"
-[ "$unit_rc" = 0 ] && [ "$rig_rc" = 0 ] && [ "$gtest_build_rc" = 0 ] && [ "$o_fail" = 0 ]
+# The coverage gate counts as one check
+c_pass=$(( coverage_rc == 0 )) c_fail=$(( coverage_rc != 0 ))
+echo "total: $((u_total - u_bad + r_pass + o_total - o_bad + o_pass + c_pass)) passed, $((u_bad + r_fail + o_fail + c_fail)) failed"
+[ "$unit_rc" = 0 ] && [ "$rig_rc" = 0 ] && [ "$gtest_build_rc" = 0 ] && [ "$o_fail" = 0 ] && [ "$coverage_rc" = 0 ]

@@ -1459,6 +1459,23 @@ int main(int argc, char **argv)
                 "(run under hipower-run)\n");
         return 2;
     }
+    /* The memory domains the component lists: the simulated devices */
+    comp_attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+    uct_component_query(comp, &comp_attr);
+    comp_attr.md_resources = calloc(comp_attr.md_resource_count,
+                                    sizeof(*comp_attr.md_resources));
+    comp_attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+    uct_component_query(comp, &comp_attr);
+    if ((comp_attr.md_resource_count < 2) ||
+        strcmp(comp_attr.md_resources[0].md_name, "sim0") ||
+        strcmp(comp_attr.md_resources[1].md_name, "sim1")) {
+        fprintf(stderr, "hipower-sched: the component lists %u memory "
+                "domains, not sim0 and sim1 (is the simulator linked in?)\n",
+                comp_attr.md_resource_count);
+        return 2;
+    }
+    free(comp_attr.md_resources);
+
     for (i = 0; i < 2; ++i) {
         char name[16];
 
