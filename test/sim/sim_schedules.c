@@ -1140,31 +1140,12 @@ static void sched_check_pool(void)
     }
 }
 
-/* Whether every message a connection nothing happened to accepted has
- * been delivered, and nothing waits in a pending queue */
-static int sched_settled(int check_pending)
-{
-    sched_stream_t *stream;
-    sched_conn_t *conn;
-    int c, d;
-
-    for (c = 0; c < sch.num_conns; ++c) {
-        conn = &sch.conns[c];
-        for (d = 0; d < 2; ++d) {
-            stream = &conn->stream[d];
-            if (conn->excused || !sched_stream_open(conn, d)) {
-                continue;
-            }
-            if ((stream->delivered != stream->sent) ||
-                (check_pending && stream->pending)) {
-                return 0;
-            }
-        }
-    }
-    return 1;
-}
-
-static void sched_report_unsettled(const char *when, int check_pending)
+/* A connection nothing happened to that has an accepted message not yet
+ * delivered (or, with @a check_pending, a request still pending) to a
+ * side not in @a skip_receivers: its number and direction, or -1 when
+ * every one is settled */
+static int sched_unsettled(int check_pending, unsigned skip_receivers,
+                           int *dir_p)
 {
     sched_stream_t *stream;
     sched_conn_t *conn;
@@ -1175,17 +1156,33 @@ static void sched_report_unsettled(const char *when, int check_pending)
         for (d = 0; d < 2; ++d) {
             stream = &conn->stream[d];
             if (!conn->excused && sched_stream_open(conn, d) &&
+                !(skip_receivers & (1u << conn->side[!d])) &&
                 ((stream->delivered != stream->sent) ||
                  (check_pending && stream->pending))) {
-                sched_fail("%s: connection %d (side %d -> side %d) delivered "
-                           "%u of %u accepted messages%s", when, c,
-                           conn->side[d], conn->side[!d], stream->delivered,
-                           stream->sent,
-                           stream->pending ? ", a request still pending" :
-                                             "");
+                *dir_p = d;
+                return c;
             }
         }
     }
+    return -1;
+}
+
+static void sched_report_unsettled(const char *when, int check_pending)
+{
+    sched_stream_t *stream;
+    sched_conn_t *conn;
+    int c, d;
+
+    c = sched_unsettled(check_pending, 0, &d);
+    if (c < 0) {
+        return;
+    }
+    conn   = &sch.conns[c];
+    stream = &conn->stream[d];
+    sched_fail("%s: connection %d (side %d -> side %d) delivered %u of %u "
+               "accepted messages%s", when, c, conn->side[d], conn->side[!d],
+               stream->delivered, stream->sent,
+               stream->pending ? ", a request still pending" : "");
 }
 
 /* The end of a schedule: liveness, flush, destroy, accounting */
@@ -1218,37 +1215,19 @@ static void sched_finish(void)
             }
         }
         hipower_sim_step(4);
-        if ((round % 64) == 0) {
-            /* Done when every stream into a progressing side delivered */
-            for (c = 0; c < sch.num_conns; ++c) {
-                conn = &sch.conns[c];
-                for (d = 0; d < 2; ++d) {
-                    if (!conn->excused && sched_stream_open(conn, d) &&
-                        !(sender_mask & (1u << conn->side[!d])) &&
-                        (conn->stream[d].delivered != conn->stream[d].sent)) {
-                        goto not_yet;
-                    }
-                }
-            }
+        /* Done when every stream into a progressing side delivered */
+        if (((round % 64) == 0) && (sched_unsettled(0, sender_mask, &d) < 0)) {
             break;
-not_yet:
-            ;
         }
     }
-    for (c = 0; c < sch.num_conns; ++c) {
+    c = sched_unsettled(0, sender_mask, &d);
+    if (c >= 0) {
         conn = &sch.conns[c];
-        for (d = 0; d < 2; ++d) {
-            if (!conn->excused && sched_stream_open(conn, d) &&
-                !(sender_mask & (1u << conn->side[!d])) &&
-                (conn->stream[d].delivered != conn->stream[d].sent)) {
-                sched_fail("with side %d silent, connection %d (side %d -> "
-                           "side %d) delivered %u of %u accepted messages in "
-                           "%u progress rounds of the receiver",
-                           conn->side[d], c, conn->side[d], conn->side[!d],
-                           conn->stream[d].delivered, conn->stream[d].sent,
-                           round);
-            }
-        }
+        sched_fail("with side %d silent, connection %d (side %d -> side %d) "
+                   "delivered %u of %u accepted messages in %u progress "
+                   "rounds of the receiver", conn->side[d], c, conn->side[d],
+                   conn->side[!d], conn->stream[d].delivered,
+                   conn->stream[d].sent, round);
     }
 
     /* Everyone progresses: pending requests go, everything arrives */
@@ -1263,7 +1242,8 @@ not_yet:
         /* Time passes (the bound is 200 grant timeouts): the deadlines of
          * peers stopped for ever expire, and give their runs back */
         hipower_sim_advance(sch.grant_timeout_ns / 1000);
-        if (((round % 64) == 0) && sched_settled(sch.waiters_served)) {
+        if (((round % 64) == 0) &&
+            (sched_unsettled(sch.waiters_served, 0, &d) < 0)) {
             break;
         }
     }
