@@ -144,6 +144,7 @@ static struct {
     int                   faults;
     uint64_t              grant_timeout_ns;
     int                   shared_pool;
+    uint64_t              epoch_origin; /* Of this schedule's connections */
     int                   sender_free;  /* Delivery needs no sender call */
     /* A peer waiting for a run of the shared pool is served: runs come
      * back from idle endpoints, and only demotion makes them idle */
@@ -160,7 +161,7 @@ static struct {
     /* Totals over all schedules */
     uint64_t              msgs_sent, msgs_delivered, conns_made, faults_done,
                           stops, scribbles, pending_adds, garbage,
-                          device_events,
+                          device_events, epoch_wraps,
                           errors_reported;
     uint8_t               msg_buf[MSG_MAX];
     double                slowest_sec;
@@ -461,6 +462,14 @@ static void sched_open_sides(void)
     char dev_name[32];
     int s, z;
 
+    /* Epochs from 1, or a few runs below their wraps: run requests carry
+     * the low 32 bits, grant records all 64 */
+    static const uint64_t origins[] = {1, 1, 0xfffffffdull,
+                                       0xfffffffffffffffdull};
+
+    sch.epoch_origin = origins[sched_below(4)];
+    hipower_sim_set_epoch_origin(sch.epoch_origin);
+
     /* One set of settings for all sides: they must agree on the mode */
     mode      = strcmp(sch.mode, "any") ? sch.mode :
                 SCHED_PICK("self", "push", "pull");
@@ -504,8 +513,10 @@ static void sched_open_sides(void)
     sched_trace("settings: NOTIFY=%s SLOT_SIZE=%s SLOTS=%s MIN_SLOTS=%s "
                 "MEM_BUDGET=%s MAX_EPS=%s IDLE_TIME=%s GRANT_TIMEOUT=%s TX_QUEUE_LEN=%s "
                 "SIGNAL_INTERVAL=%s ANNOUNCE_BATCH=%s HOLD_SLOTS=%s "
-                "SHARED_POOL=%s", mode, slot_size, slots, min_slots, budget,
-                max_eps, idle, grant, txq, signal, batch, hold, shared);
+                "SHARED_POOL=%s, epochs from 0x%" PRIx64, mode, slot_size,
+                slots, min_slots, budget,
+                max_eps, idle, grant, txq, signal, batch, hold, shared,
+                sch.epoch_origin);
 
     for (s = 0; s < NUM_SIDES; ++s) {
         side        = &sch.sides[s];
@@ -1283,6 +1294,18 @@ static void sched_finish(void)
         }
     }
 
+    /* Endpoints whose epochs crossed a wrap (2^32: run requests; 2^64)
+     * while the schedule ran */
+    for (s = 0; s < NUM_SIDES; ++s) {
+        uct_hipower_ep_t *ep;
+
+        iface = ucs_derived_of(sch.sides[s].iface, uct_hipower_iface_t);
+        ucs_list_for_each(ep, &iface->ep_list, list) {
+            sch.epoch_wraps += (uint32_t)ep->rx.epoch <
+                               (uint32_t)sch.epoch_origin;
+        }
+    }
+
     /* Everything goes; every slot comes back to its pool (a side stopped
      * for ever is progressed again to tear down) */
     sch.op_name = "teardown";
@@ -1508,11 +1531,13 @@ int main(int argc, char **argv)
            " pending adds, %" PRIu64 " QP faults, %" PRIu64 " device events, %"
            PRIu64 " stops, %" PRIu64
            " hostile writes (%" PRIu64 " garbage deliveries), %" PRIu64
-           " endpoint errors reported; slowest schedule %" PRIu64 " (%.2f s)\n",
+           " endpoint errors reported, %" PRIu64 " endpoints past an epoch "
+           "wrap; slowest schedule %" PRIu64 " (%.2f s)\n",
            first, first + ran - 1, ran, failed, secs, sch.conns_made, sch.msgs_sent, sch.msgs_delivered,
            sch.pending_adds, sch.faults_done, sch.device_events, sch.stops,
            sch.scribbles,
-           sch.garbage, sch.errors_reported, sch.slowest_seed,
+           sch.garbage, sch.errors_reported, sch.epoch_wraps,
+           sch.slowest_seed,
            sch.slowest_sec);
     fflush(stdout);
     if (failed > 0) {

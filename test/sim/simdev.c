@@ -180,6 +180,9 @@ static struct {
      * the transport's clock (uct_hipower_clock_now) reads it too */
     int                  virtual_clock;
     uint64_t             virtual_ns;
+    /* What uct_hipower_epoch_origin() answers (HIPOWER_SIM_EPOCH_ORIGIN,
+     * or hipower_sim_set_epoch_origin()) */
+    uint64_t             epoch_origin;
 } sim = {
     .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP
 };
@@ -317,6 +320,7 @@ static void sim_init(void)
                                          "virtual");
     /* Not 0: the transport takes 0 for "not set" in places */
     sim.virtual_ns             = 1000000000ull;
+    sim.epoch_origin           = sim_env_u64("HIPOWER_SIM_EPOCH_ORIGIN", 1);
     /* The thread works when the wall clock says nobody polled: with a
      * virtual clock, steps come from polls and from the test alone */
     sim.thread_on              = !sim.virtual_clock &&
@@ -1957,4 +1961,25 @@ int hipower_sim_async_event(int dev_index, enum ibv_event_type type,
     }
     pthread_mutex_unlock(&sim.lock);
     return count;
+}
+
+void hipower_sim_set_epoch_origin(uint64_t origin)
+{
+    pthread_mutex_lock(&sim.lock);
+    sim_init();
+    sim.epoch_origin = origin;
+    pthread_mutex_unlock(&sim.lock);
+}
+
+/* The transport's first epoch of a connection (hipower_origin.h),
+ * interposed like its clock */
+uint64_t uct_hipower_epoch_origin(void)
+{
+    uint64_t origin;
+
+    pthread_mutex_lock(&sim.lock);
+    sim_init();
+    origin = sim.epoch_origin;
+    pthread_mutex_unlock(&sim.lock);
+    return origin;
 }

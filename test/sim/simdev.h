@@ -55,6 +55,11 @@ void hipower_sim_reseed(uint64_t seed);
  * the monotonic clock */
 uint64_t hipower_sim_now_ns(void);
 
+/* Where the transport's epochs start on connections made from now on
+ * (default 1, or HIPOWER_SIM_EPOCH_ORIGIN): near 2^32 or 2^64, the
+ * schedules cross the wraps */
+void hipower_sim_set_epoch_origin(uint64_t origin);
+
 /* Moves the virtual clock on by @a ns: a peer that stopped for a minute */
 void hipower_sim_advance(uint64_t ns);
 

@@ -1211,10 +1211,11 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->tx.published        = 0;
     self->tx.publish_slot     = 0;
     self->tx.msgs             = 0;
-    self->tx.epoch            = 1;
+    /* Where this connection's epochs start, the same on both sides */
+    self->tx.epoch            = uct_hipower_epoch_origin();
     self->tx.ack_flags        = 0;
-    self->tx.run_req          = hipower_run_req_make(1, 0, 0);
-    self->rx.epoch            = 1;
+    self->tx.run_req          = hipower_run_req_make(self->tx.epoch, 0, 0);
+    self->rx.epoch            = self->tx.epoch;
     self->rx.wants            = 0;
     self->rx.granted.count    = 0;
     /* The first bitmap write always wakes the peer: it may have gone to
@@ -1239,7 +1240,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     }
     memset(self->ctrl, 0, sizeof(*self->ctrl));
     /* No grant yet: the record's epoch is that of the first run */
-    self->ctrl->grant.epoch = 1;
+    self->ctrl->grant.epoch = self->tx.epoch;
 
     /* The QP before the memory windows that will be bound to it: a
      * process that exits with the endpoint open leaves the kernel to

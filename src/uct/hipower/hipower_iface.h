@@ -6,6 +6,7 @@
 
 #include "hipower_md.h"
 #include "hipower_clock.h"
+#include "hipower_origin.h"
 #include "hipower_active.h"
 #include "hipower_arena.h"
 #include "hipower_ring.h"
