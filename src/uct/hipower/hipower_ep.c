@@ -868,10 +868,8 @@ ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep)
                UCS_ERR_NO_RESOURCE;
     }
 
-    memset(&wr, 0, sizeof(wr));
-    wr.opcode   = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.imm_data = htonl((uint32_t)*(volatile uint64_t*)
-                        &ep->ctrl->peer_sleep_gen);
+    uct_hipower_ep_wake_wr(&wr, *(volatile uint64_t*)
+                                &ep->ctrl->peer_sleep_gen);
     posted      = uct_hipower_txqp_post(iface, &ep->txqp, &wr, &wr, 1, 0,
                                         &ep->tx.connect_credits, &ret);
     uct_hipower_ep_note_trailing(iface, ep);

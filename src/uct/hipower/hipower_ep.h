@@ -565,6 +565,19 @@ uct_hipower_ep_wakeup_check(uct_hipower_ep_t *ep, struct ibv_send_wr *wr)
 }
 
 /*
+ * A zero-length write with immediate @a gen, the peer's sleep generation:
+ * it needs no rkey, takes one of the peer's receives and wakes its
+ * endpoint (our hello; a wake-up for a record the peer slept over)
+ */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_wake_wr(struct ibv_send_wr *wr, uint64_t gen)
+{
+    memset(wr, 0, sizeof(*wr));
+    wr->opcode   = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr->imm_data = htonl((uint32_t)gen);
+}
+
+/*
  * The write built by uct_hipower_ep_wakeup_check() was posted: only now is
  * the peer's generation woken. Were it recorded before a post that failed,
  * no later write would carry the wake-up and the peer would sleep on.

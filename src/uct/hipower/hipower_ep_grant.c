@@ -41,7 +41,6 @@
 
 #include <ucs/debug/log.h>
 #include <string.h>
-#include <arpa/inet.h>
 
 /* Slots kept for endpoints yet to come (UCX_HIPOWER_MAX_EPS) */
 static uint32_t uct_hipower_iface_pool_keep(uct_hipower_iface_t *iface)
@@ -489,10 +488,7 @@ void uct_hipower_iface_grant_wake(uct_hipower_iface_t *iface)
             continue;
         }
 
-        /* A zero-length write with the immediate: it needs no rkey */
-        memset(&wr, 0, sizeof(wr));
-        wr.opcode   = IBV_WR_RDMA_WRITE_WITH_IMM;
-        wr.imm_data = htonl((uint32_t)gen);
+        uct_hipower_ep_wake_wr(&wr, gen);
         if (uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL) == UCS_OK) {
             uct_hipower_ep_wakeup_posted(ep, gen);
             iface->stats.grant_wakeups++;
