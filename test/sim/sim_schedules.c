@@ -133,6 +133,10 @@ typedef struct {
     int                   excused;
     int                   hostile;      /* Messages may be anything */
     sched_stream_t        stream[2];    /* [dir]: ep[dir] -> side[!dir] */
+    /* 1 + the tx epoch of ep[dir]'s last run seen past its sequence
+     * restart, and resting at it (0: none) */
+    uint64_t              restarted[2];
+    uint64_t              at_period[2];
 } sched_conn_t;
 
 static struct {
@@ -145,6 +149,8 @@ static struct {
     uint64_t              grant_timeout_ns;
     int                   shared_pool;
     uint64_t              epoch_origin; /* Of this schedule's connections */
+    uint32_t              seq_before;   /* Runs start this many messages
+                                           before their period (0: at 0) */
     int                   sender_free;  /* Delivery needs no sender call */
     /* A peer waiting for a run of the shared pool is served: runs come
      * back from idle endpoints, and only demotion makes them idle */
@@ -162,7 +168,8 @@ static struct {
     uint64_t              msgs_sent, msgs_delivered, conns_made, faults_done,
                           stops, scribbles, pending_adds, garbage,
                           device_events, epoch_wraps,
-                          errors_reported;
+                          errors_reported, runs_restarted, runs_at_period,
+                          rnr_naks, rnr_naks_honest;
     uint8_t               msg_buf[MSG_MAX];
     double                slowest_sec;
     uint64_t              slowest_seed;
@@ -476,7 +483,10 @@ static void sched_open_sides(void)
     slot_size = SCHED_PICK("1k", "2k", "8k");
     slot_bytes = (slot_size[0] == '1') ? 1024 : (slot_size[0] == '2') ?
                  2048 : 8192;
-    num_slots = 4u << sched_below(4);     /* 4 .. 32 */
+    /* 4 .. 32, half the time not a power of two: the period's low 16
+     * bits are then not 0 (review M1) */
+    num_slots = sched_below(2) ? (4u << sched_below(4)) :
+                (3 + sched_below(30));
     snprintf(slots, sizeof(slots), "%u", num_slots);
     min_run   = ucs_max(2, num_slots >> sched_below(3));
     snprintf(min_slots, sizeof(min_slots), "%u", min_run);
@@ -510,13 +520,39 @@ static void sched_open_sides(void)
      * waiter until one of them is destroyed (docs/sim.md) */
     sch.waiters_served = !sch.shared_pool ||
                          (strcmp(idle, "inf") && !strcmp(batch, "1"));
+    /* Sequence numbers from 0, or each run a few messages (up to four
+     * laps) before its period: every run restarts them and many switch
+     * to the next run around the restart, as an honest stream does once
+     * per 2^31 messages */
+    switch (sched_below(6)) {
+    case 0:
+    case 1:
+        sch.seq_before = 0;
+        break;
+    case 2:
+    case 3:
+        sch.seq_before = 1 + sched_below(3);
+        break;
+    case 4:
+        sch.seq_before = 1 + sched_below(num_slots);
+        break;
+    default:
+        sch.seq_before = 1 + sched_below(4 * num_slots);
+        break;
+    }
+    if (getenv("HIPOWER_SCHED_SEQ_BEFORE") != NULL) {
+        /* Replays: the same schedule with runs started elsewhere */
+        sch.seq_before = strtoul(getenv("HIPOWER_SCHED_SEQ_BEFORE"), NULL, 0);
+    }
+    hipower_sim_set_seq_origin(sch.seq_before);
     sched_trace("settings: NOTIFY=%s SLOT_SIZE=%s SLOTS=%s MIN_SLOTS=%s "
                 "MEM_BUDGET=%s MAX_EPS=%s IDLE_TIME=%s GRANT_TIMEOUT=%s TX_QUEUE_LEN=%s "
                 "SIGNAL_INTERVAL=%s ANNOUNCE_BATCH=%s HOLD_SLOTS=%s "
-                "SHARED_POOL=%s, epochs from 0x%" PRIx64, mode, slot_size,
+                "SHARED_POOL=%s, epochs from 0x%" PRIx64 ", runs start %u "
+                "messages before their period", mode, slot_size,
                 slots, min_slots, budget,
                 max_eps, idle, grant, txq, signal, batch, hold, shared,
-                sch.epoch_origin);
+                sch.epoch_origin, sch.seq_before);
 
     for (s = 0; s < NUM_SIDES; ++s) {
         side        = &sch.sides[s];
@@ -1151,6 +1187,46 @@ static void sched_check_pool(void)
     }
 }
 
+/* Runs whose sender restarted its sequence numbers at the period, and
+ * runs whose sender rested exactly at the period (its next message would
+ * be sequence 0): where a switch found the review's M1 */
+static void sched_note_period(void)
+{
+    uct_hipower_ep_t *ep;
+    sched_conn_t *conn;
+    uint32_t n, start;
+    int c, d;
+
+    if (sch.seq_before == 0) {
+        return;
+    }
+
+    for (c = 0; c < sch.num_conns; ++c) {
+        conn = &sch.conns[c];
+        for (d = 0; d < 2; ++d) {
+            if (conn->ep[d] == NULL) {
+                continue;
+            }
+            ep    = ucs_derived_of(conn->ep[d], uct_hipower_ep_t);
+            n     = ep->tx.ring.num_slots;
+            if (n == 0) {
+                continue;
+            }
+            start = uct_hipower_seq_origin(n);
+            if ((ep->tx.ring.head < start) &&
+                (conn->restarted[d] != ep->tx.epoch + 1)) {
+                conn->restarted[d] = ep->tx.epoch + 1;
+                ++sch.runs_restarted;
+            }
+            if ((ep->tx.ring.head == hipower_ring_seq_period(n)) &&
+                (conn->at_period[d] != ep->tx.epoch + 1)) {
+                conn->at_period[d] = ep->tx.epoch + 1;
+                ++sch.runs_at_period;
+            }
+        }
+    }
+}
+
 /* A connection nothing happened to that has an accepted message not yet
  * delivered (or, with @a check_pending, a request still pending) to a
  * side not in @a skip_receivers: its number and direction, or -1 when
@@ -1389,6 +1465,7 @@ static int sched_run(uint64_t seed)
         for (sch.op = 1; sch.op <= sch.ops; ++sch.op) {
             sched_step();
             sched_check_pool();
+            sched_note_period();
             /* After every operation: the device saw no transport bug */
             hipower_sim_get_stats(&after);
             if ((after.local_errors != before.local_errors) ||
@@ -1399,9 +1476,25 @@ static int sched_run(uint64_t seed)
                            after.local_errors - before.local_errors,
                            after.cq_overruns - before.cq_overruns);
             }
+            /* Every peer progresses and nobody lies: a write with
+             * immediate (a wake-up) always finds a receive, since each is
+             * reposted when its completion is polled (hipower_event.c).
+             * One that does not stalls its sender's QP in RNR retries. */
+            if ((sch.fault_pct == 0) &&
+                (after.rnr_naks != before.rnr_naks)) {
+                sched_fail("the device answered %" PRIu64 " writes with "
+                           "immediate with an RNR NAK, in a schedule "
+                           "without faults: a receiver that progresses ran "
+                           "out of wake-up receives",
+                           after.rnr_naks - before.rnr_naks);
+            }
         }
         sched_finish();
         hipower_sim_get_stats(&after);
+        sch.rnr_naks += after.rnr_naks - before.rnr_naks;
+        if (sch.fault_pct == 0) {
+            sch.rnr_naks_honest += after.rnr_naks - before.rnr_naks;
+        }
         if ((after.local_errors != before.local_errors) ||
             (after.cq_overruns != before.cq_overruns)) {
             snprintf(sch.failure, sizeof(sch.failure), "the device saw %"
@@ -1532,12 +1625,15 @@ int main(int argc, char **argv)
            PRIu64 " stops, %" PRIu64
            " hostile writes (%" PRIu64 " garbage deliveries), %" PRIu64
            " endpoint errors reported, %" PRIu64 " endpoints past an epoch "
-           "wrap; slowest schedule %" PRIu64 " (%.2f s)\n",
+           "wrap, %" PRIu64 " runs past their sequence restart (%" PRIu64
+           " resting at it), %" PRIu64 " RNR NAKs (%" PRIu64 " without "
+           "faults); slowest schedule %" PRIu64 " (%.2f s)\n",
            first, first + ran - 1, ran, failed, secs, sch.conns_made, sch.msgs_sent, sch.msgs_delivered,
            sch.pending_adds, sch.faults_done, sch.device_events, sch.stops,
            sch.scribbles,
            sch.garbage, sch.errors_reported, sch.epoch_wraps,
-           sch.slowest_seed,
+           sch.runs_restarted, sch.runs_at_period, sch.rnr_naks,
+           sch.rnr_naks_honest, sch.slowest_seed,
            sch.slowest_sec);
     fflush(stdout);
     if (failed > 0) {

@@ -24,6 +24,7 @@
  */
 #define _GNU_SOURCE
 #include "simdev.h"
+#include "hipower_ring.h"
 
 #include <infiniband/verbs.h>
 /* Defined here under their exported names, not the header's inline
@@ -183,6 +184,10 @@ static struct {
     /* What uct_hipower_epoch_origin() answers (HIPOWER_SIM_EPOCH_ORIGIN,
      * or hipower_sim_set_epoch_origin()) */
     uint64_t             epoch_origin;
+    /* How many messages before their period runs start
+     * (uct_hipower_seq_origin(); HIPOWER_SIM_SEQ_BEFORE_PERIOD or
+     * hipower_sim_set_seq_origin()); 0: at 0, as in the product */
+    uint32_t             seq_before_period;
 } sim = {
     .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP
 };
@@ -321,6 +326,9 @@ static void sim_init(void)
     /* Not 0: the transport takes 0 for "not set" in places */
     sim.virtual_ns             = 1000000000ull;
     sim.epoch_origin           = sim_env_u64("HIPOWER_SIM_EPOCH_ORIGIN", 1);
+    sim.seq_before_period      = (uint32_t)
+                                 sim_env_u64("HIPOWER_SIM_SEQ_BEFORE_PERIOD",
+                                             0);
     /* The thread works when the wall clock says nobody polled: with a
      * virtual clock, steps come from polls and from the test alone */
     sim.thread_on              = !sim.virtual_clock &&
@@ -1969,6 +1977,32 @@ void hipower_sim_set_epoch_origin(uint64_t origin)
     sim_init();
     sim.epoch_origin = origin;
     pthread_mutex_unlock(&sim.lock);
+}
+
+void hipower_sim_set_seq_origin(uint32_t before_period)
+{
+    pthread_mutex_lock(&sim.lock);
+    sim_init();
+    sim.seq_before_period = before_period;
+    pthread_mutex_unlock(&sim.lock);
+}
+
+/* The sequence number a run's first message has (hipower_origin.h): a
+ * few messages before the run's period, where sequence numbers restart */
+uint32_t uct_hipower_seq_origin(uint32_t num_slots)
+{
+    uint32_t before, period;
+
+    pthread_mutex_lock(&sim.lock);
+    sim_init();
+    before = sim.seq_before_period;
+    pthread_mutex_unlock(&sim.lock);
+    if ((num_slots == 0) || (before == 0)) {
+        return 0;
+    }
+
+    period = hipower_ring_seq_period(num_slots);
+    return period - ((before < period) ? before : period - 1);
 }
 
 /* The transport's first epoch of a connection (hipower_origin.h),

@@ -60,6 +60,12 @@ uint64_t hipower_sim_now_ns(void);
  * schedules cross the wraps */
 void hipower_sim_set_epoch_origin(uint64_t origin);
 
+/* Runs of receive slots made from now on start @a before_period messages
+ * before their sequence period (0: at 0, the default, or
+ * HIPOWER_SIM_SEQ_BEFORE_PERIOD): the schedules restart sequence numbers
+ * and switch runs around the restart */
+void hipower_sim_set_seq_origin(uint32_t before_period);
+
 /* Moves the virtual clock on by @a ns: a peer that stopped for a minute */
 void hipower_sim_advance(uint64_t ns);
 

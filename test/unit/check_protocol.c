@@ -686,6 +686,81 @@ START_TEST(test_rx_advance_restarts_at_period)
 END_TEST
 
 
+/*
+ * A run may start at any sequence number before its period (the simulator
+ * starts runs just before it, uct_hipower_seq_origin()): the bitmaps
+ * hipower_ring_bitmap_at() sets are those the messages before it left, and
+ * a pair of rings started there carries messages across the restart with
+ * every slot coming back.
+ */
+START_TEST(test_ring_starts_anywhere)
+{
+    uint32_t num_slots = ring_sizes[_i];
+    uint32_t period    = hipower_ring_seq_period(num_slots);
+    uint32_t starts[]  = {0, 1, num_slots - 1, num_slots, 2 * num_slots + 1,
+                          period - (2 * num_slots) - 1, period - num_slots,
+                          period - 1, 0};
+    hipower_bitmap_word_t *written, *consumed, *expected;
+    guarded_mem_t mem_w, mem_c, mem_e;
+    uint64_t rng = 0xa7a7u + num_slots;
+    hipower_tx_ring_t tx;
+    hipower_rx_ring_t rx;
+    uint32_t i, k, seq, slot, start, restarts;
+
+    ck_assert_uint_eq(period, test_seq_period(num_slots));
+    written  = guarded_bitmap(&mem_w, num_slots);
+    consumed = guarded_bitmap(&mem_c, num_slots);
+    expected = guarded_bitmap(&mem_e, num_slots);
+    starts[8] = test_rand_below(&rng, period);
+
+    for (i = 0; i < sizeof(starts) / sizeof(starts[0]); ++i) {
+        start = starts[i];
+        /* Bits past num_slots stay 0: the guard words are checked too */
+        memset(written, 0xff,
+               HIPOWER_BITMAP_WORDS(num_slots) * sizeof(*written));
+        hipower_ring_bitmap_at(written, num_slots, start);
+        test_set_lap_state(expected, num_slots, start);
+        ck_assert_msg(!memcmp(written, expected,
+                              HIPOWER_BITMAP_WORDS(num_slots) *
+                              sizeof(*written)),
+                      "n=%u: bitmap at seq %u differs", num_slots, start);
+        hipower_ring_bitmap_at(consumed, num_slots, start);
+
+        hipower_tx_ring_init_at(&tx, num_slots, written, start);
+        hipower_rx_ring_init_at(&rx, num_slots, consumed, start);
+        ck_assert(!hipower_rx_ring_ready(&rx, written));
+
+        /* Three laps of one message at a time, slots back by READs of the
+         * consumed bitmap */
+        restarts = 0;
+        for (k = 0; k < 3 * num_slots; ++k) {
+            ck_assert_uint_eq(hipower_tx_ring_free(&tx), num_slots);
+            seq = hipower_tx_ring_take(&tx);
+            restarts += (seq == 0) && (k > 0);
+            ck_assert(hipower_rx_ring_ready(&rx, written));
+            ck_assert_uint_eq(rx.head, seq);
+            slot = hipower_rx_ring_advance(&rx);
+            ck_assert_uint_eq(slot, hipower_ring_slot(num_slots, seq));
+            ck_assert(!hipower_rx_ring_ready(&rx, written));
+            hipower_rx_ring_release(&rx, slot);
+            ck_assert_uint_eq(hipower_tx_ring_recycle(
+                                      &tx, consumed, hipower_tx_ring_taken(&tx)),
+                              1);
+        }
+        ck_assert_uint_eq(rx.taken, 3 * num_slots);
+        ck_assert_uint_eq(hipower_tx_ring_taken(&tx), 3 * num_slots);
+        /* Those that start within three laps of the period cross it */
+        ck_assert_uint_eq(restarts,
+                          (start != 0) && (period - start < 3 * num_slots));
+    }
+
+    guarded_free(&mem_w);
+    guarded_free(&mem_c);
+    guarded_free(&mem_e);
+}
+END_TEST
+
+
 /* ------------------------------------------------------------------------ */
 /* Sender and receiver together                                             */
 /* ------------------------------------------------------------------------ */
@@ -1538,6 +1613,7 @@ Suite *hipower_protocol_suite(void)
     tcase_add_test(tcase, test_tx_recycle_wraps_ring);
     tcase_add_loop_test(tcase, test_tx_seq_period, 0, NUM_RING_SIZES);
     tcase_add_loop_test(tcase, test_tx_take_undo, 0, NUM_RING_SIZES);
+    tcase_add_loop_test(tcase, test_ring_starts_anywhere, 0, NUM_RING_SIZES);
     tcase_add_test(tcase, test_tx_no_slots);
     tcase_add_test(tcase, test_tx_ack);
     tcase_add_test(tcase, test_rx_acked);

@@ -153,7 +153,7 @@ START_TEST(test_switch_at_period)
                 slot = hipower_rx_ring_advance(&rx);
                 hipower_rx_ring_release(&rx, slot);
             }
-            old_end = hipower_tx_ring_switch(&tx, 8);
+            old_end = hipower_tx_ring_switch(&tx, 8, 0);
             if (hipower_grant_old_remaining(hipower_rx_ring_taken(&rx),
                                             (uint16_t)old_end, n) !=
                 behind) {

@@ -6,118 +6,19 @@
 #endif
 
 /*
- * The device's asynchronous events (ibv_get_async_event()): a QP that
- * broke without a failed completion to show it, a CQ that overran, a port
- * that went down, a device that died. UCX's async thread reads them from
- * the device's fd into a small ring in the memory domain; each interface
- * handles the ones that concern it in its own progress, where it may fail
- * its endpoints (the async thread must not touch them), naming the device
- * and the peer.
+ * The device's asynchronous events, handled: a QP that broke without a
+ * failed completion to show it, a CQ that overran, a port that went down,
+ * a device that died. Each interface takes the ones the async thread read
+ * (hipower_md_async.c) in its own progress, where it may fail its
+ * endpoints (the async thread must not touch them), naming the device and
+ * the peer.
  */
 
 #include "hipower_ep.h"
 
-#include <ucs/async/async.h>
 #include <ucs/debug/log.h>
-#include <ucs/sys/sys.h>
 #include <string.h>
-#include <errno.h>
 
-
-static void uct_hipower_async_handler(int fd, ucs_event_set_types_t events,
-                                      void *arg)
-{
-    uct_hipower_md_t *md = arg;
-    struct ibv_async_event ibevent;
-    uct_hipower_async_event_t event;
-
-    while (ibv_get_async_event(md->ibv_context, &ibevent) == 0) {
-        memset(&event, 0, sizeof(event));
-        event.type = ibevent.event_type;
-        switch (ibevent.event_type) {
-        case IBV_EVENT_CQ_ERR:
-            event.cq = ibevent.element.cq;
-            break;
-        case IBV_EVENT_QP_FATAL:
-        case IBV_EVENT_QP_REQ_ERR:
-        case IBV_EVENT_QP_ACCESS_ERR:
-        case IBV_EVENT_COMM_EST:
-        case IBV_EVENT_SQ_DRAINED:
-        case IBV_EVENT_PATH_MIG:
-        case IBV_EVENT_PATH_MIG_ERR:
-        case IBV_EVENT_QP_LAST_WQE_REACHED:
-            event.qp_num = ibevent.element.qp->qp_num;
-            break;
-        case IBV_EVENT_PORT_ACTIVE:
-        case IBV_EVENT_PORT_ERR:
-        case IBV_EVENT_LID_CHANGE:
-        case IBV_EVENT_PKEY_CHANGE:
-        case IBV_EVENT_SM_CHANGE:
-        case IBV_EVENT_CLIENT_REREGISTER:
-        case IBV_EVENT_GID_CHANGE:
-            event.port = ibevent.element.port_num;
-            break;
-        default:
-            break;
-        }
-        ibv_ack_async_event(&ibevent);
-
-        ucs_debug("hipower %s: device event '%s'", md->name,
-                  ibv_event_type_str(event.type));
-        ucs_spin_lock(&md->async.lock);
-        md->async.ring[md->async.seq % UCT_HIPOWER_ASYNC_RING] = event;
-        ucs_memory_cpu_store_fence();
-        ++md->async.seq;
-        ucs_spin_unlock(&md->async.lock);
-    }
-
-    if (errno != EAGAIN) {
-        ucs_warn("hipower %s: ibv_get_async_event() failed: %m", md->name);
-    }
-}
-
-ucs_status_t uct_hipower_md_async_init(uct_hipower_md_t *md)
-{
-    ucs_status_t status;
-
-    ucs_spinlock_init(&md->async.lock, 0);
-    md->async.seq        = 0;
-    md->async.registered = 0;
-
-    status = ucs_sys_fcntl_modfl(md->ibv_context->async_fd, O_NONBLOCK, 0);
-    if (status != UCS_OK) {
-        goto err;
-    }
-
-    status = ucs_async_set_event_handler(UCS_ASYNC_THREAD_LOCK_TYPE,
-                                         md->ibv_context->async_fd,
-                                         UCS_EVENT_SET_EVREAD,
-                                         uct_hipower_async_handler, md, NULL);
-    if (status != UCS_OK) {
-        ucs_error("hipower %s: cannot watch the device's asynchronous "
-                  "events: %s", md->name, ucs_status_string(status));
-        goto err;
-    }
-
-    md->async.registered = 1;
-    return UCS_OK;
-
-err:
-    ucs_spinlock_destroy(&md->async.lock);
-    return status;
-}
-
-void uct_hipower_md_async_cleanup(uct_hipower_md_t *md)
-{
-    if (!md->async.registered) {
-        return;
-    }
-
-    /* Waits for a handler that is running */
-    ucs_async_remove_handler(md->ibv_context->async_fd, 1);
-    md->async.registered = 0;
-    ucs_spinlock_destroy(&md->async.lock);
-}
 
 /* Fails every connected endpoint of the interface with @a status */
 static void uct_hipower_iface_fail_all(uct_hipower_iface_t *iface,
@@ -151,7 +52,7 @@ static uct_hipower_ep_t *uct_hipower_iface_qp_ep(uct_hipower_iface_t *iface,
 static void uct_hipower_iface_handle_async(uct_hipower_iface_t *iface,
                                            const uct_hipower_async_event_t *event)
 {
-    const char *name = ibv_event_type_str(event->type);
+    const char *name = uct_hipower_md_event_name(event->type);
     uct_hipower_ep_t *ep;
 
     switch (event->type) {
@@ -220,22 +121,10 @@ unsigned uct_hipower_iface_progress_async(uct_hipower_iface_t *iface)
 {
     uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
     uct_hipower_async_event_t events[UCT_HIPOWER_ASYNC_RING];
-    uint64_t seq, end, lost;
     unsigned i, count;
+    uint64_t lost;
 
-    ucs_spin_lock(&md->async.lock);
-    end  = md->async.seq;
-    seq  = iface->async_seq;
-    lost = 0;
-    if (end - seq > UCT_HIPOWER_ASYNC_RING) {
-        lost = end - seq - UCT_HIPOWER_ASYNC_RING;
-        seq  = end - UCT_HIPOWER_ASYNC_RING;
-    }
-    for (count = 0; seq + count < end; ++count) {
-        events[count] = md->async.ring[(seq + count) % UCT_HIPOWER_ASYNC_RING];
-    }
-    ucs_spin_unlock(&md->async.lock);
-    iface->async_seq = end;
+    count = uct_hipower_md_async_take(md, &iface->async_seq, events, &lost);
 
     if (lost > 0) {
         ucs_warn("hipower %s: %lu device events came faster than they were "

@@ -28,6 +28,16 @@
 #include <string.h>
 
 
+/* The modes of UCX_HIPOWER_NOTIFY, by value (the configuration table
+ * parses them; connect names a peer's mode that differs) */
+const char *uct_hipower_notify_names[] = {
+    [UCT_HIPOWER_NOTIFY_SELF] = "self",
+    [UCT_HIPOWER_NOTIFY_PUSH] = "push",
+    [UCT_HIPOWER_NOTIFY_PULL] = "pull",
+    [UCT_HIPOWER_NOTIFY_LAST] = NULL
+};
+
+
 /*
  * A destroyed endpoint's QP, kept until the device is done with it: every
  * request it still has out completes (flushed, once the QP is in error),
@@ -790,6 +800,68 @@ ucs_status_t uct_hipower_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
 }
 
 /*
+ * Waits until every request of one QP has completed, polling the send CQ
+ * outside progress (connect_to_ep(): the window binds must be done before
+ * the QP takes the peer's hello). Other QPs' completions are set aside,
+ * not handled here -- their callbacks belong in progress -- and the next
+ * poll delivers them first (hipower_iface.c).
+ */
+static ucs_status_t uct_hipower_iface_wait_qp(uct_hipower_iface_t *iface,
+                                              uct_hipower_txqp_t *txqp,
+                                              const char *what)
+{
+    ucs_time_t deadline = uct_hipower_clock_now() +
+                          ucs_time_from_sec(UCT_HIPOWER_WAIT_QP_SEC);
+    struct ibv_wc wc, *wcs;
+    unsigned size;
+    int num_wcs;
+
+    while (hipower_txq_outstanding(&txqp->txq) > 0) {
+        num_wcs = ibv_poll_cq(iface->cq, 1, &wc);
+        if (num_wcs < 0) {
+            ucs_error("hipower %s: ibv_poll_cq() failed: %d", iface->dev_name,
+                      num_wcs);
+            return UCS_ERR_IO_ERROR;
+        } else if (num_wcs == 0) {
+            if (uct_hipower_clock_now() > deadline) {
+                ucs_error("hipower %s: %s on qp 0x%x did not complete within "
+                          "%d s", iface->dev_name, what, txqp->qp->qp_num,
+                          UCT_HIPOWER_WAIT_QP_SEC);
+                return UCS_ERR_TIMED_OUT;
+            }
+            continue;
+        }
+
+        iface->stats.tx_completions++;
+        if (wc.qp_num != txqp->qp->qp_num) {
+            if (iface->tx.stash.count == iface->tx.stash.size) {
+                size = ucs_max(16, 2 * iface->tx.stash.size);
+                wcs  = ucs_realloc(iface->tx.stash.wcs, size * sizeof(*wcs),
+                                   "hipower stashed completions");
+                if (wcs == NULL) {
+                    ucs_error("hipower %s: no memory to set %u completions "
+                              "aside", iface->dev_name, size);
+                    return UCS_ERR_NO_MEMORY;
+                }
+                iface->tx.stash.wcs  = wcs;
+                iface->tx.stash.size = size;
+            }
+            iface->tx.stash.wcs[iface->tx.stash.count++] = wc;
+            continue;
+        }
+
+        hipower_txq_completed(&txqp->txq, wc.wr_id, &iface->tx.cq_credits);
+        if (wc.status != IBV_WC_SUCCESS) {
+            ucs_error("hipower %s: %s on qp 0x%x failed: %s", iface->dev_name,
+                      what, txqp->qp->qp_num, ibv_wc_status_str(wc.status));
+            return UCS_ERR_IO_ERROR;
+        }
+    }
+
+    return UCS_OK;
+}
+
+/*
  * Binds the windows of what the peer may reach -- bitmaps it reads, words
  * it writes, its first run -- to our QP, now that the QP can post, waits
  * until the device has done so, and only then posts our receives: a peer
@@ -902,6 +974,7 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     enum ibv_mtu path_mtu;
     const char *reason;
     ucs_status_t status;
+    uint32_t start;
 
     if (ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) {
         ucs_error(UCT_HIPOWER_EP_FMT ": already connected",
@@ -980,7 +1053,15 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     ep->peer.written_view_addr = ep_addr->ctrl_write_addr;
     ep->peer.ctrl_write_rkey   = ep_addr->ctrl_write_rkey;
 
-    hipower_tx_ring_init(&ep->tx.ring, ep_addr->num_slots, ep->ctrl->written);
+    /* Our written bits and the published ones the peer reads in pull mode
+     * start where the run's sequence numbers do (0 in the product) */
+    start = uct_hipower_seq_origin(ep_addr->num_slots);
+    hipower_ring_bitmap_at(ep->ctrl->written, ep_addr->num_slots, start);
+    hipower_ring_bitmap_at(ep->ctrl->published, ep_addr->num_slots, start);
+    hipower_tx_ring_init_at(&ep->tx.ring, ep_addr->num_slots,
+                            ep->ctrl->written, start);
+    ep->tx.publish_slot = (ep_addr->num_slots == 0) ? 0 :
+                          hipower_ring_slot(ep_addr->num_slots, start);
     ep->tx.threshold = ucs_max(1, (uint32_t)(ep_addr->num_slots *
                                              iface->config.recycle_threshold));
 
@@ -1116,7 +1197,7 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     size_t stride        = iface->config.layout.stride;
-    uint32_t first, count, keep;
+    uint32_t first, count, keep, start;
     ucs_status_t status;
 
     if (iface->num_eps + iface->num_gc >= iface->config.eps_possible) {
@@ -1174,8 +1255,14 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
 
     ep->rx.first_slot = first;
     ep->rx.slots      = uct_hipower_iface_run_clear(iface, first, count);
-    hipower_rx_ring_init(&ep->rx.ring, count,
-                         uct_hipower_ep_consumed(ep, ep->rx.epoch));
+    /* The released bits, and our view of the peer's written ones until it
+     * writes them, start where the run's sequence numbers do */
+    start             = uct_hipower_seq_origin(count);
+    hipower_ring_bitmap_at(uct_hipower_ep_consumed(ep, ep->rx.epoch), count,
+                           start);
+    hipower_ring_bitmap_at(ep->ctrl->written_view, count, start);
+    hipower_rx_ring_init_at(&ep->rx.ring, count,
+                            uct_hipower_ep_consumed(ep, ep->rx.epoch), start);
 
     status = uct_hipower_window_open(iface, ep->rx.slots,
                                      (size_t)count * stride,
@@ -1239,6 +1326,12 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     memset(self->ctrl, 0, sizeof(*self->ctrl));
     /* No grant yet: the record's epoch is that of the first run */
     self->ctrl->grant.epoch = self->tx.epoch;
+    /* No run request yet: a word of the first run's epoch, never taken
+     * for the answer to a release (the next epoch's) or for an ask (it has
+     * no ask bit). A zero word would be the answer to a release out at
+     * any epoch whose low 32 bits are 0xffffffff, as if the peer had
+     * written it (found by the simulator's schedules, docs/sim.md) */
+    self->ctrl->run_req     = hipower_run_req_make(self->tx.epoch, 0, 0);
 
     /* The QP before the memory windows that will be bound to it: a
      * process that exits with the endpoint open leaves the kernel to

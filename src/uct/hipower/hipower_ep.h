@@ -447,12 +447,6 @@ uct_hipower_ep_op_get(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
     return op;
 }
 
-/* Waits for every request of @a txqp to complete, setting other QPs'
- * completions aside for the next poll (hipower_iface.c) */
-ucs_status_t uct_hipower_iface_wait_qp(uct_hipower_iface_t *iface,
-                                       uct_hipower_txqp_t *txqp,
-                                       const char *what);
-
 /* Before the first write into the peer's windows: UCS_OK once said
  * (hipower_ep.c) */
 ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep);
@@ -536,6 +530,12 @@ uct_hipower_ep_iov_sge(const uct_iov_t *iov, size_t iovcnt,
 /* Wakeup: posts @a count receives for the peer's wake-up writes */
 ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
                                              unsigned count);
+
+/* Tells the peer sleep generation @a gen and reads its announced count
+ * after it; @a type: UCT_HIPOWER_OP_ARM (the interface sleeps) or _DEMOTE
+ * (this endpoint goes idle) -- hipower_ep_active.c */
+ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep, uint64_t gen,
+                                       uint8_t type);
 
 /*
  * Wakeup, sender side, for each bitmap-word write: publishes how many
@@ -726,6 +726,38 @@ uct_hipower_ep_consumed(uct_hipower_ep_t *ep, uint32_t epoch)
     return &ep->ctrl->consumed[(epoch & 1) * UCT_HIPOWER_BITMAP_WORDS];
 }
 
+/* Receiver: the slot of the first message of the run we granted the peer
+ * (sequence uct_hipower_seq_origin() there, 0 in the product) */
+static UCS_F_ALWAYS_INLINE void *
+uct_hipower_ep_rx_granted_first(uct_hipower_ep_t *ep, uint32_t *seq_p)
+{
+    uint32_t count = ep->rx.granted.count;
+
+    *seq_p = uct_hipower_seq_origin(count);
+    return UCS_PTR_BYTE_OFFSET(ep->rx.granted.slots,
+                               (size_t)hipower_ring_slot(count, *seq_p) *
+                               uct_hipower_ep_iface(ep)->config.layout.stride);
+}
+
+/* Receiver: whether the peer wrote the first message of the run we
+ * granted it, so it moved to that run. Bytes of the run it could reach
+ * before are cleared when the run is taken from the pool. */
+static UCS_F_ALWAYS_INLINE int
+uct_hipower_ep_rx_granted_used(uct_hipower_ep_t *ep)
+{
+    uint32_t seq;
+    void *slot;
+
+    if (ep->rx.granted.count == 0) {
+        return 0;
+    }
+
+    slot = uct_hipower_ep_rx_granted_first(ep, &seq);
+    return hipower_slot_trailer_is(
+            *hipower_slot_mark(slot, &uct_hipower_ep_iface(ep)->config.layout),
+            seq);
+}
+
 /* Sender: whether the receiver granted a run we have not adopted: one
  * load per send */
 static UCS_F_ALWAYS_INLINE int uct_hipower_ep_tx_granted(uct_hipower_ep_t *ep)
@@ -739,8 +771,8 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep);
 /* Whether the next message has arrived */
 int uct_hipower_ep_rx_ready(uct_hipower_ep_t *ep);
 
-/* The active set (hipower_active.h, hipower_event.c): progress visits an
- * endpoint only while it is active */
+/* The active set (hipower_active.h, hipower_ep_active.c): progress visits
+ * an endpoint only while it is active */
 void uct_hipower_ep_activate(uct_hipower_ep_t *ep);
 void uct_hipower_ep_deactivate(uct_hipower_ep_t *ep);
 

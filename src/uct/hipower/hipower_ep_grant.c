@@ -230,8 +230,8 @@ static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
     }
 
     slots = uct_hipower_iface_run_clear(iface, first, count);
-    memset(uct_hipower_ep_consumed(ep, ep->rx.epoch + 1), 0,
-           UCT_HIPOWER_BITMAP_WORDS * sizeof(hipower_bitmap_word_t));
+    hipower_ring_bitmap_at(uct_hipower_ep_consumed(ep, ep->rx.epoch + 1),
+                           count, uct_hipower_seq_origin(count));
 
     status = uct_hipower_window_open(iface, slots,
                                      (size_t)count * layout->stride,
@@ -622,7 +622,8 @@ static void uct_hipower_ep_rx_move(uct_hipower_ep_t *ep)
 
     uct_hipower_ep_run_free(ep, &ep->rx.win, ep->rx.first_slot, old_count);
     hipower_rx_ring_switch(&ep->rx.ring, ep->rx.granted.count,
-                           uct_hipower_ep_consumed(ep, ep->rx.epoch + 1));
+                           uct_hipower_ep_consumed(ep, ep->rx.epoch + 1),
+                           uct_hipower_seq_origin(ep->rx.granted.count));
     ep->rx.slots         = ep->rx.granted.slots;
     ep->rx.win           = ep->rx.granted.win;
     ep->rx.first_slot    = ep->rx.granted.first_slot;
@@ -721,22 +722,22 @@ int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)
     const hipower_slot_layout_t *layout = &iface->config.layout;
     hipower_rx_ring_t *ring    = &ep->rx.ring;
     uint32_t old_count         = ring->num_slots;
-    hipower_slot_trailer_t mark;
     uint64_t ack_word;
+    uint32_t first_seq;
     int remaining;
 
     if (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) {
         return uct_hipower_ep_rx_release_done(ep);
     }
 
-    mark = *hipower_slot_mark(ep->rx.granted.slots, layout);
-    if (!hipower_slot_trailer_is(mark, 0)) {
+    if (!uct_hipower_ep_rx_granted_used(ep)) {
         return 0; /* The peer has not moved yet */
     }
     ucs_memory_cpu_load_fence();
 
     ack_word  = hipower_slot_trailer_ack_word(
-                    UCS_PTR_BYTE_OFFSET(ep->rx.granted.slots,
+                    UCS_PTR_BYTE_OFFSET(uct_hipower_ep_rx_granted_first(
+                                                ep, &first_seq),
                                         layout->trailer_offset));
     remaining = (ack_word & HIPOWER_SLOT_ACK_SWITCH) ?
                 hipower_grant_old_remaining(hipower_rx_ring_taken(ring),
@@ -772,7 +773,7 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uint64_t epoch             = *(volatile uint64_t*)&ep->ctrl->grant.epoch;
-    uint32_t count, old_end;
+    uint32_t count, old_end, start;
 
     /* The epoch landed last: the rest of the record is there */
     ucs_memory_cpu_load_fence();
@@ -789,8 +790,10 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
         return;
     }
 
-    old_end              = hipower_tx_ring_switch(&ep->tx.ring, count);
+    start                = uct_hipower_seq_origin(count);
+    old_end              = hipower_tx_ring_switch(&ep->tx.ring, count, start);
     memset(ep->ctrl->written, 0, sizeof(ep->ctrl->written));
+    hipower_ring_bitmap_at(ep->ctrl->written, count, start);
     if (count == 0) {
         /* A release: no slot to say where our messages end, so the run
          * request word says it */
@@ -810,7 +813,7 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
     ep->tx.epoch         = epoch;
     ep->tx.threshold     = ucs_max(1, (uint32_t)(count *
                                    iface->config.recycle_threshold));
-    /* The next message, sequence 0 of the new run, says where the old
+    /* The next message, the new run's first, says where the old
      * run's messages end (the grant answered any want of ours) */
     ep->tx.ack_flags     = hipower_slot_ack_switch(old_end);
     iface->stats.runs_adopted++;

@@ -478,10 +478,7 @@ int uct_hipower_ep_rx_ready(uct_hipower_ep_t *ep)
                                            1) > 0;
     }
 
-    if ((ep->rx.granted.count > 0) &&
-        hipower_slot_trailer_is(*hipower_slot_mark(ep->rx.granted.slots,
-                                                   &iface->config.layout),
-                                0)) {
+    if (uct_hipower_ep_rx_granted_used(ep)) {
         return 1; /* The peer moved to its granted run */
     }
 

@@ -28,14 +28,6 @@
 #define UCT_HIPOWER_CQ_BATCH  16
 
 
-const char *uct_hipower_notify_names[] = {
-    [UCT_HIPOWER_NOTIFY_SELF] = "self",
-    [UCT_HIPOWER_NOTIFY_PUSH] = "push",
-    [UCT_HIPOWER_NOTIFY_PULL] = "pull",
-    [UCT_HIPOWER_NOTIFY_LAST] = NULL
-};
-
-
 static ucs_config_field_t uct_hipower_iface_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_hipower_iface_config_t, super),
@@ -594,68 +586,6 @@ unsigned uct_hipower_iface_poll_cq(uct_hipower_iface_t *iface)
     }
 
     return num_wcs;
-}
-
-/*
- * Waits until every request of one QP has completed, polling the send CQ
- * outside progress (connect_to_ep(): the window binds must be done before
- * the QP takes the peer's hello). Other QPs' completions are set aside,
- * not handled here -- their callbacks belong in progress -- and the next
- * poll delivers them first.
- */
-ucs_status_t uct_hipower_iface_wait_qp(uct_hipower_iface_t *iface,
-                                       uct_hipower_txqp_t *txqp,
-                                       const char *what)
-{
-    ucs_time_t deadline = uct_hipower_clock_now() +
-                          ucs_time_from_sec(UCT_HIPOWER_WAIT_QP_SEC);
-    struct ibv_wc wc, *wcs;
-    unsigned size;
-    int num_wcs;
-
-    while (hipower_txq_outstanding(&txqp->txq) > 0) {
-        num_wcs = ibv_poll_cq(iface->cq, 1, &wc);
-        if (num_wcs < 0) {
-            ucs_error("hipower %s: ibv_poll_cq() failed: %d", iface->dev_name,
-                      num_wcs);
-            return UCS_ERR_IO_ERROR;
-        } else if (num_wcs == 0) {
-            if (uct_hipower_clock_now() > deadline) {
-                ucs_error("hipower %s: %s on qp 0x%x did not complete within "
-                          "%d s", iface->dev_name, what, txqp->qp->qp_num,
-                          UCT_HIPOWER_WAIT_QP_SEC);
-                return UCS_ERR_TIMED_OUT;
-            }
-            continue;
-        }
-
-        iface->stats.tx_completions++;
-        if (wc.qp_num != txqp->qp->qp_num) {
-            if (iface->tx.stash.count == iface->tx.stash.size) {
-                size = ucs_max(16, 2 * iface->tx.stash.size);
-                wcs  = ucs_realloc(iface->tx.stash.wcs, size * sizeof(*wcs),
-                                   "hipower stashed completions");
-                if (wcs == NULL) {
-                    ucs_error("hipower %s: no memory to set %u completions "
-                              "aside", iface->dev_name, size);
-                    return UCS_ERR_NO_MEMORY;
-                }
-                iface->tx.stash.wcs  = wcs;
-                iface->tx.stash.size = size;
-            }
-            iface->tx.stash.wcs[iface->tx.stash.count++] = wc;
-            continue;
-        }
-
-        hipower_txq_completed(&txqp->txq, wc.wr_id, &iface->tx.cq_credits);
-        if (wc.status != IBV_WC_SUCCESS) {
-            ucs_error("hipower %s: %s on qp 0x%x failed: %s", iface->dev_name,
-                      what, txqp->qp->qp_num, ibv_wc_status_str(wc.status));
-            return UCS_ERR_IO_ERROR;
-        }
-    }
-
-    return UCS_OK;
 }
 
 /*

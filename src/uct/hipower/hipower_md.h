@@ -113,9 +113,21 @@ void uct_hipower_md_dereg_internal(uct_hipower_md_t *md, struct ibv_mr *mr,
                                    const char *what);
 
 /* Reads the device's asynchronous events in UCX's async thread (md open)
- * and stops (md close) -- hipower_async.c */
+ * and stops (md close) -- hipower_md_async.c */
 ucs_status_t uct_hipower_md_async_init(uct_hipower_md_t *md);
 void uct_hipower_md_async_cleanup(uct_hipower_md_t *md);
+
+/**
+ * Copies the events read since @a *seq_p (at most UCT_HIPOWER_ASYNC_RING,
+ * the newest; @a *lost_p says how many older ones were overwritten) to
+ * @a events and moves @a *seq_p past them. Returns how many it copied.
+ */
+unsigned uct_hipower_md_async_take(uct_hipower_md_t *md, uint64_t *seq_p,
+                                   uct_hipower_async_event_t *events,
+                                   uint64_t *lost_p);
+
+/* The name of a device event, for messages */
+const char *uct_hipower_md_event_name(enum ibv_event_type type);
 
 static inline uint32_t uct_hipower_memh_lkey(uct_mem_h memh)
 {

@@ -20,4 +20,17 @@
  */
 uint64_t uct_hipower_epoch_origin(void);
 
+/*
+ * The sequence number of the first message of a run of @a num_slots
+ * receive slots, on both sides of a connection (0). Sequence numbers
+ * restart at the ring's period, about 2^31 (hipower_ring.c); whatever a
+ * run starts at, its bitmaps start as that many messages would have left
+ * them (hipower_ring_bitmap_at()), so the run behaves as one that carried
+ * them. Exported for the simulator as above: it starts runs a few messages
+ * before their period, so that its schedules cross the restart, and
+ * switch runs around it, which an honest stream does once per 2^31
+ * messages (the review's M1 lived there).
+ */
+uint32_t uct_hipower_seq_origin(uint32_t num_slots);
+
 #endif

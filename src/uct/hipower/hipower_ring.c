@@ -61,14 +61,44 @@ static inline uint32_t hipower_tx_ring_tail_slot(const hipower_tx_ring_t *ring)
     return ring->tail % ring->num_slots;
 }
 
-void hipower_tx_ring_init(hipower_tx_ring_t *ring, uint32_t num_slots,
-                          hipower_bitmap_word_t *written)
+void hipower_ring_bitmap_at(hipower_bitmap_word_t *bitmap, uint32_t num_slots,
+                            uint32_t seq)
+{
+    uint32_t words = HIPOWER_BITMAP_WORDS(num_slots);
+    uint32_t below, word, bit;
+    hipower_bitmap_word_t laps;
+
+    if (num_slots == 0) {
+        return;
+    }
+
+    /* Every slot was used seq / num_slots times, the slots below seq's one
+     * time more */
+    laps  = ((seq / num_slots) & 1) ? ~(hipower_bitmap_word_t)0 : 0;
+    below = seq % num_slots;
+    for (word = 0; word < words; ++word) {
+        bitmap[word] = laps;
+        bit          = word * HIPOWER_BITMAP_WORD_BITS;
+        if (below >= bit + HIPOWER_BITMAP_WORD_BITS) {
+            bitmap[word] = ~laps;
+        } else if (below > bit) {
+            bitmap[word] ^= ((hipower_bitmap_word_t)1 << (below - bit)) - 1;
+        }
+        if (num_slots < bit + HIPOWER_BITMAP_WORD_BITS) {
+            bitmap[word] &= ((hipower_bitmap_word_t)1 << (num_slots - bit)) - 1;
+        }
+    }
+}
+
+void hipower_tx_ring_init_at(hipower_tx_ring_t *ring, uint32_t num_slots,
+                             hipower_bitmap_word_t *written, uint32_t start)
 {
     assert(num_slots <= HIPOWER_RING_MAX_SLOTS);
+    assert((start == 0) || (start < hipower_ring_seq_period(num_slots)));
 
     ring->num_slots = num_slots;
-    ring->head      = 0;
-    ring->tail      = 0;
+    ring->head      = start;
+    ring->tail      = start;
     ring->recycled  = 0;
     ring->written   = written;
 }
@@ -135,13 +165,14 @@ static uint32_t hipower_rx_ring_parity_run(const hipower_bitmap_word_t *bitmap,
     return to - from;
 }
 
-void hipower_rx_ring_init(hipower_rx_ring_t *ring, uint32_t num_slots,
-                          hipower_bitmap_word_t *consumed)
+void hipower_rx_ring_init_at(hipower_rx_ring_t *ring, uint32_t num_slots,
+                             hipower_bitmap_word_t *consumed, uint32_t start)
 {
     assert(num_slots <= HIPOWER_RING_MAX_SLOTS);
+    assert((start == 0) || (start < hipower_ring_seq_period(num_slots)));
 
     ring->num_slots = num_slots;
-    ring->head      = 0;
+    ring->head      = start;
     ring->held      = 0;
     ring->taken     = 0;
     ring->acked     = 0;

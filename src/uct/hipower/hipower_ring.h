@@ -62,9 +62,23 @@ typedef struct hipower_rx_ring {
 } hipower_rx_ring_t;
 
 
+/**
+ * A sender's ring of @a num_slots whose first message is sequence @a start
+ * (0, or anything before the period: both sides of a connection start a
+ * run at the same number, see hipower_ring_bitmap_at()). @a written must
+ * have the HIPOWER_BITMAP_WORDS(num_slots) words hipower_ring_bitmap_at()
+ * sets for @a start (zeroes for 0).
+ */
+void hipower_tx_ring_init_at(hipower_tx_ring_t *ring, uint32_t num_slots,
+                             hipower_bitmap_word_t *written, uint32_t start);
+
 /* @a written must have HIPOWER_BITMAP_WORDS(num_slots) zeroed words */
-void hipower_tx_ring_init(hipower_tx_ring_t *ring, uint32_t num_slots,
-                          hipower_bitmap_word_t *written);
+static inline void hipower_tx_ring_init(hipower_tx_ring_t *ring,
+                                        uint32_t num_slots,
+                                        hipower_bitmap_word_t *written)
+{
+    hipower_tx_ring_init_at(ring, num_slots, written, 0);
+}
 
 static inline uint32_t hipower_tx_ring_free(const hipower_tx_ring_t *ring)
 {
@@ -85,6 +99,31 @@ static inline uint32_t hipower_ring_slot(uint32_t num_slots, uint32_t seq)
 
 /* Sequence numbers restart at 0 at the "period" (see hipower_ring.c) */
 #define HIPOWER_RING_SEQ_PERIOD_BIT  0x80000000u
+
+/* The period of a ring of @a num_slots (> 0): the first multiple of
+ * 2 * num_slots with the top bit set, where sequence numbers restart at 0 */
+static inline uint32_t hipower_ring_seq_period(uint32_t num_slots)
+{
+    uint32_t two_laps = 2 * num_slots;
+
+    return HIPOWER_RING_SEQ_PERIOD_BIT +
+           ((two_laps - (HIPOWER_RING_SEQ_PERIOD_BIT % two_laps)) % two_laps);
+}
+
+/**
+ * Sets the first HIPOWER_BITMAP_WORDS(num_slots) words of @a bitmap as the
+ * messages before sequence @a seq left them in a ring of @a num_slots: each
+ * slot's bit is the parity of its uses so far, seq / num_slots, plus one
+ * below slot seq % num_slots; bits past num_slots are 0. For seq 0: zeroes.
+ * A run may start at any sequence number before its period provided that
+ * the sender's written bits, the receiver's consumed bits and the bitmap
+ * the receiver compares (pushed or pulled) start so: then everything is
+ * as if the run had carried seq messages, all released. The transport
+ * starts at 0 (uct_hipower_seq_origin()); the simulator starts runs just
+ * before the period to run the restart (issue 25).
+ */
+void hipower_ring_bitmap_at(hipower_bitmap_word_t *bitmap, uint32_t num_slots,
+                            uint32_t seq);
 
 /* Whether @a seq is the period, where sequence numbers restart at 0 */
 static inline int hipower_ring_seq_at_period(uint32_t num_slots, uint32_t seq)
@@ -165,7 +204,8 @@ static inline uint32_t hipower_tx_ring_ack(hipower_tx_ring_t *ring,
 
 /**
  * The sender adopts a new run of @a num_slots (docs/protocol.md, 9.2): its
- * next message is sequence 0 there, and the old run is never written
+ * next message is sequence @a start there (0, or as for
+ * hipower_tx_ring_init_at()), and the old run is never written
  * again. Returns where its messages in the old run end, as the count of
  * messages taken over all runs (mod 2^32), which the first message of the
  * new run carries (its low 16 bits); the receiver compares it with its own
@@ -179,18 +219,19 @@ static inline uint32_t hipower_tx_ring_ack(hipower_tx_ring_t *ring,
  * over all runs, and one that covers only old-run messages frees nothing
  * here; nor does a copy of the old run's consumed bitmap from a READ
  * posted before the switch (its bound, hipower_tx_ring_taken() then, is
- * at most what the switch counted as recycled). The caller zeroes the
- * written bitmap.
+ * at most what the switch counted as recycled). The caller sets the
+ * written bitmap for @a start (hipower_ring_bitmap_at()).
  */
 static inline uint32_t hipower_tx_ring_switch(hipower_tx_ring_t *ring,
-                                              uint32_t num_slots)
+                                              uint32_t num_slots,
+                                              uint32_t start)
 {
     uint32_t old_end = hipower_tx_ring_taken(ring);
 
     ring->recycled  = old_end;
     ring->num_slots = num_slots;
-    ring->head      = 0;
-    ring->tail      = 0;
+    ring->head      = start;
+    ring->tail      = start;
     return old_end;
 }
 
@@ -202,9 +243,18 @@ static inline int hipower_tx_ring_wants_recycle(const hipower_tx_ring_t *ring,
 }
 
 
+/* A receiver's ring whose first message is sequence @a start; @a consumed
+ * set as hipower_ring_bitmap_at() sets it (see hipower_tx_ring_init_at()) */
+void hipower_rx_ring_init_at(hipower_rx_ring_t *ring, uint32_t num_slots,
+                             hipower_bitmap_word_t *consumed, uint32_t start);
+
 /* @a consumed must have HIPOWER_BITMAP_WORDS(num_slots) zeroed words */
-void hipower_rx_ring_init(hipower_rx_ring_t *ring, uint32_t num_slots,
-                          hipower_bitmap_word_t *consumed);
+static inline void hipower_rx_ring_init(hipower_rx_ring_t *ring,
+                                        uint32_t num_slots,
+                                        hipower_bitmap_word_t *consumed)
+{
+    hipower_rx_ring_init_at(ring, num_slots, consumed, 0);
+}
 
 /**
  * Whether the message numbered ring->head has arrived, given the receiver's
@@ -301,19 +351,21 @@ static inline void hipower_rx_ring_advance_run(hipower_rx_ring_t *ring,
 
 /*
  * The receiver moves to the sender's new run of @a num_slots, whose
- * released bits go to @a consumed (zeroed): sequence numbers restart at 0,
- * the counts of messages delivered and acknowledged go on (they span
- * runs, see hipower_tx_ring_switch()). Only once everything of the old
- * run was delivered and released.
+ * released bits go to @a consumed (set for @a start by
+ * hipower_ring_bitmap_at()): sequence numbers start again at @a start, the
+ * sender's, the counts of messages delivered and acknowledged go on (they
+ * span runs, see hipower_tx_ring_switch()). Only once everything of the
+ * old run was delivered and released.
  */
 static inline void hipower_rx_ring_switch(hipower_rx_ring_t *ring,
                                           uint32_t num_slots,
-                                          hipower_bitmap_word_t *consumed)
+                                          hipower_bitmap_word_t *consumed,
+                                          uint32_t start)
 {
     assert(ring->held == 0);
 
     ring->num_slots = num_slots;
-    ring->head      = 0;
+    ring->head      = start;
     ring->consumed  = consumed;
 }
 
