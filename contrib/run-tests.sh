@@ -128,6 +128,8 @@ stage "summary"
 echo "unit tests: $((u_total - u_bad)) of $u_total passed (make check exit $unit_rc)"
 sched_line=$(sed -n 's/^hipower-sched: \([0-9]* schedules, .*\)/\1/p' unit-tests.log | tail -1)
 echo "simulated device: ${sched_line:-no schedules ran} (random schedules, oracle after every operation)"
+layers_line=$(sed -n 's/^hipower layers: \(.*\)/\1/p' unit-tests.log | tail -1)
+echo "layout: ${layers_line:-not checked} (test/layers/check-layers)"
 coverage_line=$(sed -n 's/^simulator coverage: \([0-9.]*% of .*\)/\1/p' sim-coverage.log | tail -1)
 echo "simulator coverage: ${coverage_line:-not measured} (exit $coverage_rc)"
 echo "rig tests:  $r_pass passed, $r_fail failed (make rig-check exit $rig_rc)"

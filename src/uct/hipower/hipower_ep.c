@@ -327,7 +327,7 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc)
             ((int64_t)(ep->tx.user_end_sn - acked_before) <= 0)) {
             ucs_debug(UCT_HIPOWER_EP_FMT ": %s of our own request after the "
                       "peer closed its endpoint", UCT_HIPOWER_EP_ARG(ep),
-                      ibv_wc_status_str(wc->status));
+                      uct_hipower_wc_status_name(wc->status));
             uct_hipower_ep_cancel_ops(ep, UCS_ERR_CANCELED);
         } else {
             status         = uct_hipower_wc_status(wc->status);
@@ -336,7 +336,7 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc)
                                                      handler_status, status),
                     UCT_HIPOWER_EP_FMT ": send completion with error: %s "
                     "(vendor error 0x%x)", UCT_HIPOWER_EP_ARG(ep),
-                    ibv_wc_status_str(wc->status), wc->vendor_err);
+                    uct_hipower_wc_status_name(wc->status), wc->vendor_err);
         }
     }
 
@@ -853,7 +853,8 @@ static ucs_status_t uct_hipower_iface_wait_qp(uct_hipower_iface_t *iface,
         hipower_txq_completed(&txqp->txq, wc.wr_id, &iface->tx.cq_credits);
         if (wc.status != IBV_WC_SUCCESS) {
             ucs_error("hipower %s: %s on qp 0x%x failed: %s", iface->dev_name,
-                      what, txqp->qp->qp_num, ibv_wc_status_str(wc.status));
+                      what, txqp->qp->qp_num,
+                      uct_hipower_wc_status_name(wc.status));
             return UCS_ERR_IO_ERROR;
         }
     }

@@ -41,6 +41,7 @@
  */
 
 #include "hipower_ep.h"
+#include "hipower_verbs.h"
 
 #include <ucs/async/async.h>
 #include <ucs/debug/log.h>
@@ -57,47 +58,34 @@
 ucs_status_t uct_hipower_iface_event_init(uct_hipower_iface_t *iface,
                                           unsigned cq_len)
 {
-    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
     ucs_status_t status;
 
     iface->event.gen     = 0;
     iface->event.new_gen = 1;
-    iface->event.channel = ibv_create_comp_channel(md->ibv_context);
-    if (iface->event.channel == NULL) {
-        ucs_error("hipower %s: ibv_create_comp_channel() failed: %m",
-                  iface->dev_name);
-        return UCS_ERR_IO_ERROR;
-    }
-
-    status = ucs_sys_fcntl_modfl(iface->event.channel->fd, O_NONBLOCK, 0);
+    status = uct_hipower_channel_create(iface, &iface->event.channel);
     if (status != UCS_OK) {
-        goto err_destroy_channel;
+        iface->event.channel = NULL;
+        return status;
     }
 
-    iface->event.rx_cq = ibv_create_cq(md->ibv_context, cq_len, NULL,
-                                       iface->event.channel, 0);
-    if (iface->event.rx_cq == NULL) {
-        ucs_error("hipower %s: ibv_create_cq(%u) for wake-up receives "
-                  "failed: %m", iface->dev_name, cq_len);
-        status = UCS_ERR_IO_ERROR;
-        goto err_destroy_channel;
+    status = uct_hipower_cq_create(iface, cq_len, iface->event.channel,
+                                   "wake-up receives", &iface->event.rx_cq);
+    if (status != UCS_OK) {
+        uct_hipower_channel_destroy(iface->event.channel);
+        iface->event.channel = NULL;
+        return status;
     }
 
     return UCS_OK;
-
-err_destroy_channel:
-    ibv_destroy_comp_channel(iface->event.channel);
-    iface->event.channel = NULL;
-    return status;
 }
 
 void uct_hipower_iface_event_cleanup(uct_hipower_iface_t *iface)
 {
     if (iface->event.rx_cq != NULL) {
-        ibv_destroy_cq(iface->event.rx_cq);
+        uct_hipower_cq_destroy(iface, iface->event.rx_cq);
     }
     if (iface->event.channel != NULL) {
-        ibv_destroy_comp_channel(iface->event.channel);
+        uct_hipower_channel_destroy(iface->event.channel);
     }
 }
 
@@ -198,49 +186,6 @@ ucs_status_t uct_hipower_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
     return UCS_OK;
 }
 
-/* Acknowledges the events that woke the caller, so the fd goes quiet */
-static ucs_status_t uct_hipower_iface_event_drain(uct_hipower_iface_t *iface)
-{
-    unsigned tx_events = 0, rx_events = 0;
-    void *cq_context;
-    struct ibv_cq *cq;
-
-    while (ibv_get_cq_event(iface->event.channel, &cq, &cq_context) == 0) {
-        if (cq == iface->cq) {
-            ++tx_events;
-        } else {
-            ++rx_events;
-        }
-    }
-
-    if (errno != EAGAIN) {
-        ucs_error("hipower %s: ibv_get_cq_event() failed: %m",
-                  iface->dev_name);
-        return UCS_ERR_IO_ERROR;
-    }
-
-    if (tx_events > 0) {
-        ibv_ack_cq_events(iface->cq, tx_events);
-    }
-    if (rx_events > 0) {
-        ibv_ack_cq_events(iface->event.rx_cq, rx_events);
-    }
-    return UCS_OK;
-}
-
-static ucs_status_t uct_hipower_cq_arm(uct_hipower_iface_t *iface,
-                                       struct ibv_cq *cq)
-{
-    int ret = ibv_req_notify_cq(cq, 0);
-
-    if (ret != 0) {
-        ucs_error("hipower %s: ibv_req_notify_cq() failed: %s",
-                  iface->dev_name, strerror(ret));
-        return UCS_ERR_IO_ERROR;
-    }
-    return UCS_OK;
-}
-
 /*
  * UCS_OK: sleep on the fd. UCS_ERR_BUSY: progress and call again (messages
  * arrived or are in flight, or the sleep handshake has not completed yet).
@@ -317,7 +262,7 @@ static ucs_status_t uct_hipower_iface_do_event_arm(uct_hipower_iface_t *iface,
 {
     ucs_status_t status;
 
-    status = uct_hipower_iface_event_drain(iface);
+    status = uct_hipower_channel_drain(iface, iface->event.channel);
     if (status != UCS_OK) {
         return status;
     }

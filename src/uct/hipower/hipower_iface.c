@@ -777,7 +777,7 @@ uct_hipower_iface_init_port(uct_hipower_iface_t *self,
     }
     self->port_num = port;
 
-    ret = ibv_query_port(md->ibv_context, self->port_num, &self->port_attr);
+    ret = uct_hipower_md_query_port(md, self->port_num, &self->port_attr);
     if (ret != 0) {
         ucs_error("hipower %s: ibv_query_port() failed: %s", self->dev_name,
                   strerror(ret));
@@ -785,12 +785,12 @@ uct_hipower_iface_init_port(uct_hipower_iface_t *self,
     }
     if (self->port_attr.state != IBV_PORT_ACTIVE) {
         ucs_error("hipower %s: port is %s, not active", self->dev_name,
-                  ibv_port_state_str(self->port_attr.state));
+                  uct_hipower_port_state_name(self->port_attr.state));
         return UCS_ERR_NO_DEVICE;
     }
 
-    ret = ibv_query_gid(md->ibv_context, self->port_num,
-                        self->config.gid_index, &self->gid);
+    ret = uct_hipower_md_query_gid(md, self->port_num,
+                                   self->config.gid_index, &self->gid);
     if ((ret != 0) || ((self->gid.global.subnet_prefix == 0) &&
                        (self->gid.global.interface_id == 0))) {
         ucs_error("hipower %s: no GID at UCX_HIPOWER_GID_INDEX=%u (the port "
@@ -1021,7 +1021,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         struct ibv_device_attr dev_attr;
         int rd_atomic;
 
-        if (ibv_query_device(md->ibv_context, &dev_attr) != 0) {
+        if (uct_hipower_md_query_device(md, &dev_attr) != 0) {
             ucs_error("hipower %s: ibv_query_device() failed: %m",
                       self->dev_name);
             status = UCS_ERR_IO_ERROR;
@@ -1133,12 +1133,10 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     } else {
         /* Pull mode has no wake-ups, but each peer's hello (hipower_ep.c)
          * takes one receive */
-        self->event.rx_cq = ibv_create_cq(md->ibv_context, eps_possible,
-                                          NULL, NULL, 0);
-        if (self->event.rx_cq == NULL) {
-            ucs_error("hipower %s: ibv_create_cq(%u) for the peers' ready "
-                      "receives failed: %m", self->dev_name, eps_possible);
-            status = UCS_ERR_IO_ERROR;
+        status = uct_hipower_cq_create(self, eps_possible, NULL,
+                                       "the peers' ready receives",
+                                       &self->event.rx_cq);
+        if (status != UCS_OK) {
             goto err;
         }
     }
@@ -1148,12 +1146,9 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->tx.cq_len     = config->tx_cq_len +
                           (eps_possible * UCT_HIPOWER_EP_CQ_ENTRIES);
     self->tx.cq_credits = self->tx.cq_len;
-    self->cq = ibv_create_cq(md->ibv_context, self->tx.cq_len, NULL,
-                             self->event.channel, 0);
-    if (self->cq == NULL) {
-        ucs_error("hipower %s: ibv_create_cq(%u) failed: %m", self->dev_name,
-                  self->tx.cq_len);
-        status = UCS_ERR_IO_ERROR;
+    status = uct_hipower_cq_create(self, self->tx.cq_len, self->event.channel,
+                                   "send completions", &self->cq);
+    if (status != UCS_OK) {
         goto err_cleanup_event;
     }
 
@@ -1210,7 +1205,7 @@ err_cleanup_tx_mp:
 err_cleanup_arena:
     uct_hipower_iface_cleanup_arena(self);
 err_destroy_cq:
-    ibv_destroy_cq(self->cq);
+    uct_hipower_cq_destroy(self, self->cq);
 err_cleanup_event:
     uct_hipower_iface_event_cleanup(self);
 err:
@@ -1221,7 +1216,6 @@ err:
 static UCS_CLASS_CLEANUP_FUNC(uct_hipower_iface_t)
 {
     uct_hipower_ep_t *ep, *tmp;
-    int ret;
 
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
@@ -1247,11 +1241,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_iface_t)
     uct_hipower_iface_rx_cleanup(self);
     ucs_mpool_cleanup(&self->tx_mp, 1);
     uct_hipower_iface_cleanup_arena(self);
-    ret = ibv_destroy_cq(self->cq);
-    if (ret != 0) {
-        ucs_warn("hipower %s: ibv_destroy_cq() failed: %s", self->dev_name,
-                 strerror(ret));
-    }
+    uct_hipower_cq_destroy(self, self->cq);
     uct_hipower_iface_event_cleanup(self);
     ucs_free(self->tx.stash.wcs);
     kh_destroy_inplace(uct_hipower_qp_ep, &self->qp_eps);
@@ -1355,7 +1345,7 @@ uct_hipower_query_tl_devices(uct_md_h tl_md,
     uint8_t port;
     int ret;
 
-    ret = ibv_query_device(md->ibv_context, &dev_attr);
+    ret = uct_hipower_md_query_device(md, &dev_attr);
     if (ret != 0) {
         ucs_error("hipower %s: ibv_query_device() failed: %s", md->name,
                   strerror(ret));
@@ -1369,7 +1359,7 @@ uct_hipower_query_tl_devices(uct_md_h tl_md,
     }
 
     for (port = 1; port <= dev_attr.phys_port_cnt; ++port) {
-        if ((ibv_query_port(md->ibv_context, port, &port_attr) != 0) ||
+        if ((uct_hipower_md_query_port(md, port, &port_attr) != 0) ||
             (port_attr.state != IBV_PORT_ACTIVE)) {
             ucs_debug("hipower %s: port %u is not active", md->name, port);
             continue;

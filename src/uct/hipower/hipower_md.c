@@ -503,3 +503,21 @@ out_free_list:
     ibv_free_device_list(device_list);
     return status;
 }
+
+int uct_hipower_md_query_device(uct_hipower_md_t *md,
+                                struct ibv_device_attr *attr)
+{
+    return ibv_query_device(md->ibv_context, attr);
+}
+
+int uct_hipower_md_query_port(uct_hipower_md_t *md, uint8_t port,
+                              struct ibv_port_attr *attr)
+{
+    return ibv_query_port(md->ibv_context, port, attr);
+}
+
+int uct_hipower_md_query_gid(uct_hipower_md_t *md, uint8_t port,
+                             unsigned gid_index, union ibv_gid *gid)
+{
+    return ibv_query_gid(md->ibv_context, port, gid_index, gid);
+}

@@ -126,6 +126,15 @@ unsigned uct_hipower_md_async_take(uct_hipower_md_t *md, uint64_t *seq_p,
                                    uct_hipower_async_event_t *events,
                                    uint64_t *lost_p);
 
+/* What the device, one of its ports, or a GID of the port is; 0 or an
+ * errno value, as libibverbs returns it (the caller names what failed) */
+int uct_hipower_md_query_device(uct_hipower_md_t *md,
+                                struct ibv_device_attr *attr);
+int uct_hipower_md_query_port(uct_hipower_md_t *md, uint8_t port,
+                              struct ibv_port_attr *attr);
+int uct_hipower_md_query_gid(uct_hipower_md_t *md, uint8_t port,
+                             unsigned gid_index, union ibv_gid *gid);
+
 /* The name of a device event, for messages */
 const char *uct_hipower_md_event_name(enum ibv_event_type type);
 

@@ -8,6 +8,7 @@
 #include "hipower_verbs.h"
 
 #include <ucs/debug/log.h>
+#include <ucs/sys/sys.h>
 #include <string.h>
 #include <errno.h>
 #include <arpa/inet.h>
@@ -204,4 +205,100 @@ void uct_hipower_port_estimate(const struct ibv_port_attr *port_attr,
 
     *bandwidth_p = (lanes * lane_gbps * 1e9 * encoding / 8.0) * mtu /
                    (mtu + header_bytes);
+}
+
+ucs_status_t uct_hipower_cq_create(uct_hipower_iface_t *iface, unsigned cqe,
+                                   struct ibv_comp_channel *channel,
+                                   const char *what, struct ibv_cq **cq_p)
+{
+    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
+
+    *cq_p = ibv_create_cq(md->ibv_context, cqe, NULL, channel, 0);
+    if (*cq_p == NULL) {
+        ucs_error("hipower %s: ibv_create_cq(%u) for %s failed: %m",
+                  iface->dev_name, cqe, what);
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+void uct_hipower_cq_destroy(uct_hipower_iface_t *iface, struct ibv_cq *cq)
+{
+    int ret = ibv_destroy_cq(cq);
+
+    if (ret != 0) {
+        ucs_warn("hipower %s: ibv_destroy_cq() failed: %s", iface->dev_name,
+                 strerror(ret));
+    }
+}
+
+ucs_status_t uct_hipower_cq_arm(uct_hipower_iface_t *iface, struct ibv_cq *cq)
+{
+    int ret = ibv_req_notify_cq(cq, 0);
+
+    if (ret != 0) {
+        ucs_error("hipower %s: ibv_req_notify_cq() failed: %s",
+                  iface->dev_name, strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+ucs_status_t uct_hipower_channel_create(uct_hipower_iface_t *iface,
+                                        struct ibv_comp_channel **channel_p)
+{
+    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
+    struct ibv_comp_channel *channel;
+    ucs_status_t status;
+
+    channel = ibv_create_comp_channel(md->ibv_context);
+    if (channel == NULL) {
+        ucs_error("hipower %s: ibv_create_comp_channel() failed: %m",
+                  iface->dev_name);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    /* uct_iface_event_arm() drains it without blocking */
+    status = ucs_sys_fcntl_modfl(channel->fd, O_NONBLOCK, 0);
+    if (status != UCS_OK) {
+        ibv_destroy_comp_channel(channel);
+        return status;
+    }
+
+    *channel_p = channel;
+    return UCS_OK;
+}
+
+void uct_hipower_channel_destroy(struct ibv_comp_channel *channel)
+{
+    ibv_destroy_comp_channel(channel);
+}
+
+ucs_status_t uct_hipower_channel_drain(uct_hipower_iface_t *iface,
+                                       struct ibv_comp_channel *channel)
+{
+    void *cq_context;
+    struct ibv_cq *cq;
+
+    /* Rare (after a sleep): each event is acknowledged on its own */
+    while (ibv_get_cq_event(channel, &cq, &cq_context) == 0) {
+        ibv_ack_cq_events(cq, 1);
+    }
+
+    if (errno != EAGAIN) {
+        ucs_error("hipower %s: ibv_get_cq_event() failed: %m",
+                  iface->dev_name);
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+const char *uct_hipower_wc_status_name(enum ibv_wc_status status)
+{
+    return ibv_wc_status_str(status);
+}
+
+const char *uct_hipower_port_state_name(enum ibv_port_state state)
+{
+    return ibv_port_state_str(state);
 }
