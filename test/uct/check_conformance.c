@@ -1264,6 +1264,78 @@ static uct_hipower_iface_t *iface_b(void)
 }
 
 /*
+ * The small shared pool with IDLE_TIME=inf (nothing goes idle, so no run
+ * is taken back): three pairs that carried a message hold 16 slots each,
+ * a fourth what is left beyond the reserve, a fifth nothing at B. Says so
+ * and returns 0 outside self mode (runs are fixed there).
+ */
+static int pool_full_nothing_idle(const char *what)
+{
+    int p;
+
+    if (!small_shared_pool(what)) {
+        return 0;
+    }
+    setenv("UCX_HIPOWER_IDLE_TIME", "inf", 1);
+    setup_pairs(3);
+    hold_probability = 0;
+    for (p = 0; p < 3; ++p) {
+        ck_assert_msg(deliver_one(p, 5000), "pair %d: no message", p);
+    }
+    num_pairs = 5;
+    connect_pair(&pairs[3]);
+    connect_pair(&pairs[4]);
+    ck_assert_uint_eq(b_slots(4), 0);
+    return 1;
+}
+
+/*
+ * A peer that closed in order gives its runs back at once (docs/protocol.md
+ * 9.2): B's endpoint of a pair whose A side was destroyed frees its run
+ * once it has delivered all its peer sent, though B's user keeps the
+ * endpoint. With IDLE_TIME=inf nothing goes idle, so nothing else can
+ * serve a peer that waits for a run. Found by the simulator's schedules
+ * (docs/sim.md); contrib/sim-defects.sh's closed-peer-keeps-runs undoes it.
+ */
+START_TEST(test_closed_peer_runs_come_back)
+{
+    uint64_t returns;
+    double start;
+    int p;
+
+    if (!pool_full_nothing_idle("closed peer's runs come back")) {
+        return;
+    }
+
+    /* A's side of pair 0 goes, in order (flushed, then destroyed: it says
+     * goodbye); B's user keeps its endpoint */
+    start = now_sec();
+    while (uct_ep_flush(pairs[0].ep_a, 0, NULL) != UCS_OK) {
+        progress(1, 1);
+        ck_assert_msg(now_sec() - start < 10, "A's flush of pair 0");
+    }
+    returns = iface_b()->stats.closed_returns;
+    uct_ep_destroy(pairs[0].ep_a);
+    pairs[0].ep_a = NULL;
+    ck_assert_msg(deliver_one(4, 5000), "a peer waiting for a run got none "
+                  "within 5 s: B kept the run of a peer that closed");
+    ck_assert_uint_gt(iface_b()->stats.closed_returns, returns);
+    ck_assert_uint_eq(b_slots(0), 0);
+    for (p = 1; p < 5; ++p) {
+        ck_assert_msg(deliver_one(p, 5000), "pair %d: no message after "
+                      "pair 0's peer closed", p);
+    }
+    printf("closed peer's runs come back: %"PRIu64" run(s) returned, a "
+           "waiter served, %"PRIu64" messages A->B\n",
+           iface_b()->stats.closed_returns - returns, received);
+    ck_assert_uint_eq(ep_errors_a, 0);
+    ck_assert_uint_eq(ep_errors_b, 0);
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/*
  * Review P2: a peer that waits for a run when none is free, and nothing
  * changes (no endpoint idle, IDLE_TIME=inf, so no run to take back). The
  * receiver tries again when slots come back, else once per clock tick (64
@@ -1279,19 +1351,9 @@ START_TEST(test_waiter_tried_on_change)
     double start;
     unsigned i;
 
-    if (!small_shared_pool("waiter tried on change")) {
+    if (!pool_full_nothing_idle("waiter tried on change")) {
         return;
     }
-    setenv("UCX_HIPOWER_IDLE_TIME", "inf", 1);
-    setup_pairs(3);
-    hold_probability = 0;
-    for (i = 0; i < 3; ++i) {
-        ck_assert_msg(deliver_one(i, 5000), "pair %u: no message", i);
-    }
-    num_pairs = 5;
-    connect_pair(&pairs[3]);
-    connect_pair(&pairs[4]);
-    ck_assert_uint_eq(b_slots(4), 0);
 
     /* A's endpoint 4 has no run at B: its send asks for one */
     status = send_one(&pairs[4], 4, 1, 100, 1);
@@ -2058,6 +2120,7 @@ void add_conformance_tests(Suite *suite)
     CONFORMANCE_CASE(suite, idle_runs_come_back, 600);
     CONFORMANCE_CASE(suite, release_to_silent_sender, 600);
     CONFORMANCE_CASE(suite, waiter_tried_on_change, 600);
+    CONFORMANCE_CASE(suite, closed_peer_runs_come_back, 600);
     CONFORMANCE_CASE(suite, recall_walks_trailing, 600);
     CONFORMANCE_CASE(suite, exit_with_endpoints_open, 600);
     CONFORMANCE_CASE(suite, churn_over_reused_slots, 600);
