@@ -79,6 +79,7 @@ int main(int argc, char **argv)
     srunner_add_suite(runner, hipower_active_suite());
     srunner_add_suite(runner, hipower_grant_suite());
     srunner_add_suite(runner, hipower_switch_suite());
+    srunner_add_suite(runner, hipower_bundle_suite());
     srunner_run_all(runner, CK_NORMAL);
     failed = srunner_ntests_failed(runner);
     srunner_free(runner);

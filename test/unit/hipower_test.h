@@ -25,5 +25,6 @@ Suite *hipower_frame_suite(void);
 Suite *hipower_active_suite(void);
 Suite *hipower_grant_suite(void);
 Suite *hipower_switch_suite(void);
+Suite *hipower_bundle_suite(void);
 
 #endif

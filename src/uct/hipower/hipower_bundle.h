@@ -1,0 +1,106 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifndef UCT_HIPOWER_BUNDLE_H_
+#define UCT_HIPOWER_BUNDLE_H_
+
+#include <stdint.h>
+
+/*
+ * A bundle (issue 26, docs/protocol.md): small active messages that could
+ * not be posted when they were sent, packed in order into one frame, which
+ * one RDMA_WRITE carries into one slot with one trailer. The frame is an
+ * ordinary slot frame (hipower_slot.h) whose AM id is HIPOWER_SLOT_AM_BUNDLE
+ * and whose length is the bundle's; its data is a sequence of records:
+ *
+ *   record: [header, 8 bytes][data][pad to a multiple of 8]
+ *   header: bits  0..31  the message's AM data length (am_short's 8-byte
+ *                        header included, as for a single frame)
+ *           bits 32..39  its AM id
+ *           bits 40..63  0
+ *
+ * so each message's data starts 8-byte aligned when the frame does. The
+ * frame's length is the sum of its records' sizes; a frame holds at least
+ * one record. Plain C, no device: the sender builds a bundle in place (in
+ * a bounce buffer or the slot's image), the receiver walks a frame that a
+ * peer wrote and trusts none of it: each header is read once, and its
+ * length is checked against what is left of the frame (whose own length
+ * the trailer check bounded by the slot) before any byte of it is used.
+ */
+
+#define HIPOWER_SLOT_AM_BUNDLE     0xfe  /* AM id of a bundle frame */
+#define HIPOWER_BUNDLE_HDR_SIZE    8
+#define HIPOWER_BUNDLE_ALIGN       8
+
+/* Bytes a message of @a length takes in a bundle */
+static inline uint64_t hipower_bundle_record_size(uint32_t length)
+{
+    return HIPOWER_BUNDLE_HDR_SIZE +
+           (((uint64_t)length + HIPOWER_BUNDLE_ALIGN - 1) &
+            ~(uint64_t)(HIPOWER_BUNDLE_ALIGN - 1));
+}
+
+/* The sender's bundle under construction */
+typedef struct hipower_bundle {
+    uint8_t     *base;      /* Frame start (8-byte aligned) */
+    uint32_t    capacity;   /* Largest frame length the slot takes */
+    uint32_t    length;     /* Frame length so far */
+    uint32_t    count;      /* Messages in it */
+} hipower_bundle_t;
+
+void hipower_bundle_init(hipower_bundle_t *bundle, void *base,
+                         uint32_t capacity);
+
+/* Whether a message of @a length still fits */
+static inline int hipower_bundle_fits(const hipower_bundle_t *bundle,
+                                      uint32_t length)
+{
+    return hipower_bundle_record_size(length) <=
+           (uint64_t)bundle->capacity - bundle->length;
+}
+
+/**
+ * Appends the header of a message of @a length with AM id @a am_id and
+ * returns where its @a length bytes of data go (the caller copies or
+ * packs them there; the pad after them is zeroed). The caller checked
+ * hipower_bundle_fits().
+ */
+void *hipower_bundle_append(hipower_bundle_t *bundle, uint8_t am_id,
+                            uint32_t length);
+
+/* The receiver's walk over a frame a peer wrote */
+typedef struct hipower_bundle_iter {
+    const uint8_t *frame;
+    uint32_t      length;   /* The frame's, from the trailer: the bound */
+    uint32_t      offset;   /* Of the next record */
+    uint32_t      count;    /* Records returned so far */
+} hipower_bundle_iter_t;
+
+typedef enum {
+    HIPOWER_BUNDLE_END      = 0,  /* Every record was returned */
+    HIPOWER_BUNDLE_MSG      = 1,  /* One more message */
+    HIPOWER_BUNDLE_BAD_HDR  = -1, /* Less than a header left */
+    HIPOWER_BUNDLE_BAD_LEN  = -2, /* A length that leaves the frame */
+    HIPOWER_BUNDLE_BAD_ID   = -3, /* An AM id out of range, or a bundle's */
+    HIPOWER_BUNDLE_EMPTY    = -4  /* A frame without a record */
+} hipower_bundle_status_t;
+
+void hipower_bundle_iter_init(hipower_bundle_iter_t *iter, const void *frame,
+                              uint32_t length);
+
+/**
+ * The next message of the frame: its AM id, data and length; or the end;
+ * or why the frame is malformed (a broken or hostile peer: the caller
+ * fails the endpoint; messages returned before stay delivered). AM ids
+ * must be below @a num_am_ids; a bundle inside a bundle is malformed.
+ */
+hipower_bundle_status_t hipower_bundle_next(hipower_bundle_iter_t *iter,
+                                            unsigned num_am_ids,
+                                            uint8_t *am_id_p,
+                                            const void **data_p,
+                                            uint32_t *length_p);
+
+/* What a status says, for the error message */
+const char *hipower_bundle_status_str(hipower_bundle_status_t status);
+
+#endif
