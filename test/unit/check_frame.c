@@ -268,7 +268,7 @@ static void landing_init(landing_t *m, size_t slot_size, size_t align,
                                     hipower_slot_base_align(align),
                                     (size_t)num_slots * m->layout.stride), 0);
     memset(m->mem, 0, (size_t)num_slots * m->layout.stride);
-    hipower_rx_ring_init(&m->rx, num_slots, m->consumed);
+    hipower_rx_ring_init(&m->rx, num_slots, m->consumed, 0);
 }
 
 /*

@@ -325,7 +325,7 @@ START_TEST(test_tx_take_in_order)
     hipower_tx_ring_t ring;
     uint32_t seq;
 
-    hipower_tx_ring_init(&ring, 5, written);
+    hipower_tx_ring_init(&ring, 5, written, 0);
     ck_assert_uint_eq(hipower_tx_ring_free(&ring), 5);
     ck_assert(!hipower_tx_ring_wants_recycle(&ring, 5));
     for (seq = 0; seq < 5; ++seq) {
@@ -345,7 +345,7 @@ START_TEST(test_tx_recycle_contiguous_only)
     hipower_bitmap_word_t written[1] = {0}, consumed[1] = {0};
     hipower_tx_ring_t ring;
 
-    hipower_tx_ring_init(&ring, 4, written);
+    hipower_tx_ring_init(&ring, 4, written, 0);
     ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 0);
     hipower_tx_ring_take(&ring);
     hipower_tx_ring_take(&ring);
@@ -382,7 +382,7 @@ START_TEST(test_tx_recycle_wraps_ring)
     hipower_bitmap_word_t written[1] = {0}, consumed[1] = {0};
     hipower_tx_ring_t ring;
 
-    hipower_tx_ring_init(&ring, 3, written);
+    hipower_tx_ring_init(&ring, 3, written, 0);
     hipower_tx_ring_take(&ring);
     hipower_tx_ring_take(&ring);
     hipower_tx_ring_take(&ring);
@@ -425,7 +425,7 @@ START_TEST(test_tx_seq_period)
 
     written  = guarded_bitmap(&mem_w, num_slots);
     consumed = guarded_bitmap(&mem_c, num_slots);
-    hipower_tx_ring_init(&ring, num_slots, written);
+    hipower_tx_ring_init(&ring, num_slots, written, 0);
     ring.head = ring.tail = start;
     test_set_lap_state(written, num_slots, start);
     test_set_lap_state(consumed, num_slots, start);
@@ -479,7 +479,7 @@ START_TEST(test_tx_take_undo)
 
     written  = guarded_bitmap(&mem_w, num_slots);
     consumed = guarded_bitmap(&mem_c, num_slots);
-    hipower_tx_ring_init(&ring, num_slots, written);
+    hipower_tx_ring_init(&ring, num_slots, written, 0);
     ring.head = ring.tail = expected;
     test_set_lap_state(written, num_slots, expected);
     test_set_lap_state(consumed, num_slots, expected);
@@ -516,7 +516,7 @@ START_TEST(test_tx_no_slots)
     hipower_bitmap_word_t consumed[1] = {0};
     hipower_tx_ring_t ring;
 
-    hipower_tx_ring_init(&ring, 0, NULL);
+    hipower_tx_ring_init(&ring, 0, NULL, 0);
     ck_assert_uint_eq(hipower_tx_ring_free(&ring), 0);
     ck_assert(hipower_tx_ring_wants_recycle(&ring, 1));
     ck_assert_uint_eq(hipower_tx_ring_recycle(&ring, consumed, hipower_tx_ring_taken(&ring)), 0);
@@ -533,7 +533,7 @@ START_TEST(test_rx_ready_parity)
     hipower_bitmap_word_t written[1] = {0}, consumed[1] = {0};
     hipower_rx_ring_t ring;
 
-    hipower_rx_ring_init(&ring, 4, consumed);
+    hipower_rx_ring_init(&ring, 4, consumed, 0);
     ck_assert(!hipower_rx_ring_ready(&ring, written));
     ck_assert_uint_eq(hipower_rx_ring_ready_count(&ring, written, 4), 0);
 
@@ -583,7 +583,7 @@ START_TEST(test_rx_ready_count_wraps_ring)
     hipower_rx_ring_t ring;
     uint32_t seq;
 
-    hipower_rx_ring_init(&ring, 65, consumed);
+    hipower_rx_ring_init(&ring, 65, consumed, 0);
     ring.head = 60;
     test_set_lap_state(written, 65, 60);
     for (seq = 60; seq < 70; ++seq) {
@@ -614,7 +614,7 @@ START_TEST(test_rx_ready_count_matches_reference)
 
     written  = guarded_bitmap(&mem_w, num_slots);
     consumed = guarded_bitmap(&mem_c, num_slots);
-    hipower_rx_ring_init(&ring, num_slots, consumed);
+    hipower_rx_ring_init(&ring, num_slots, consumed, 0);
     for (trial = 0; trial < 3000; ++trial) {
         /* A head anywhere, near the restart included; a random number of
          * new messages written after it, and sometimes a bit flipped
@@ -663,7 +663,7 @@ START_TEST(test_rx_advance_restarts_at_period)
 
     written  = guarded_bitmap(&mem_w, num_slots);
     consumed = guarded_bitmap(&mem_c, num_slots);
-    hipower_rx_ring_init(&ring, num_slots, consumed);
+    hipower_rx_ring_init(&ring, num_slots, consumed, 0);
     ring.head = period - 1;
     test_set_lap_state(written, num_slots, period);
     ck_assert_uint_eq(hipower_rx_ring_ready_count(&ring, written, 2), 1);
@@ -726,8 +726,8 @@ START_TEST(test_ring_starts_anywhere)
                       "n=%u: bitmap at seq %u differs", num_slots, start);
         hipower_ring_bitmap_at(consumed, num_slots, start);
 
-        hipower_tx_ring_init_at(&tx, num_slots, written, start);
-        hipower_rx_ring_init_at(&rx, num_slots, consumed, start);
+        hipower_tx_ring_init(&tx, num_slots, written, start);
+        hipower_rx_ring_init(&rx, num_slots, consumed, start);
         ck_assert(!hipower_rx_ring_ready(&rx, written));
 
         /* Three laps of one message at a time, slots back by READs of the
@@ -820,8 +820,8 @@ static void sim_init(sim_t *sim, uint32_t num_slots, uint32_t start_seq,
     ck_assert(sim->written && sim->consumed && sim->view && sim->snapshot &&
               sim->slot_seq && sim->slot_state && sim->held);
 
-    hipower_tx_ring_init(&sim->tx, num_slots, sim->written);
-    hipower_rx_ring_init(&sim->rx, num_slots, sim->consumed);
+    hipower_tx_ring_init(&sim->tx, num_slots, sim->written, 0);
+    hipower_rx_ring_init(&sim->rx, num_slots, sim->consumed, 0);
 
     /* As if start_seq messages had been sent, delivered and released */
     sim->tx.head = sim->tx.tail = sim->rx.head = start_seq;
@@ -1111,7 +1111,7 @@ START_TEST(test_tx_ack)
     hipower_tx_ring_t ring;
     unsigned i;
 
-    hipower_tx_ring_init(&ring, 8, written);
+    hipower_tx_ring_init(&ring, 8, written, 0);
     ring.recycled = UINT32_MAX - 2; /* The counts wrap during the test */
     for (i = 0; i < 6; ++i) {
         hipower_tx_ring_take(&ring);
@@ -1142,7 +1142,7 @@ START_TEST(test_rx_acked)
     uint32_t slots[4];
     unsigned i;
 
-    hipower_rx_ring_init(&ring, 4, consumed);
+    hipower_rx_ring_init(&ring, 4, consumed, 0);
     ck_assert_uint_eq(hipower_rx_ring_acked(&ring), 0);
     for (i = 0; i < 3; ++i) {
         slots[i] = hipower_rx_ring_advance(&ring);
@@ -1175,8 +1175,8 @@ START_TEST(test_rx_advance_run)
 
     one_c = guarded_bitmap(&mem_one, num_slots);
     run_c = guarded_bitmap(&mem_run, num_slots);
-    hipower_rx_ring_init(&one, num_slots, one_c);
-    hipower_rx_ring_init(&run, num_slots, run_c);
+    hipower_rx_ring_init(&one, num_slots, one_c, 0);
+    hipower_rx_ring_init(&run, num_slots, run_c, 0);
     for (n = 1; total < 5 * num_slots + 7; n = (n % 11) + 3) {
         ck_assert(hipower_rx_ring_run_fits(&run, n));
         slot = hipower_ring_slot(num_slots, run.head);

@@ -135,8 +135,8 @@ START_TEST(test_switch_at_period)
         for (behind = 0; behind <= 1; ++behind) {
             memset(written, 0, sizeof(written));
             memset(consumed, 0, sizeof(consumed));
-            hipower_tx_ring_init(&tx, n, written);
-            hipower_rx_ring_init(&rx, n, consumed);
+            hipower_tx_ring_init(&tx, n, written, 0);
+            hipower_rx_ring_init(&rx, n, consumed, 0);
             /* Both rings just before the period, nothing outstanding */
             tx.head = tx.tail = period - 2;
             tx.recycled = 12345;  /* Counts over all runs: any value */

@@ -1059,8 +1059,8 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     start = uct_hipower_seq_origin(ep_addr->num_slots);
     hipower_ring_bitmap_at(ep->ctrl->written, ep_addr->num_slots, start);
     hipower_ring_bitmap_at(ep->ctrl->published, ep_addr->num_slots, start);
-    hipower_tx_ring_init_at(&ep->tx.ring, ep_addr->num_slots,
-                            ep->ctrl->written, start);
+    hipower_tx_ring_init(&ep->tx.ring, ep_addr->num_slots,
+                         ep->ctrl->written, start);
     ep->tx.publish_slot = (ep_addr->num_slots == 0) ? 0 :
                           hipower_ring_slot(ep_addr->num_slots, start);
     ep->tx.threshold = ucs_max(1, (uint32_t)(ep_addr->num_slots *
@@ -1232,7 +1232,7 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
         ep->rx.win.mr     = NULL;
         ep->rx.win.mw     = NULL;
         hipower_rx_ring_init(&ep->rx.ring, 0,
-                             uct_hipower_ep_consumed(ep, ep->rx.epoch));
+                             uct_hipower_ep_consumed(ep, ep->rx.epoch), 0);
         ++iface->pool.num_runless;
         return UCS_OK;
     }
@@ -1262,8 +1262,8 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
     hipower_ring_bitmap_at(uct_hipower_ep_consumed(ep, ep->rx.epoch), count,
                            start);
     hipower_ring_bitmap_at(ep->ctrl->written_view, count, start);
-    hipower_rx_ring_init_at(&ep->rx.ring, count,
-                            uct_hipower_ep_consumed(ep, ep->rx.epoch), start);
+    hipower_rx_ring_init(&ep->rx.ring, count,
+                         uct_hipower_ep_consumed(ep, ep->rx.epoch), start);
 
     status = uct_hipower_window_open(iface, ep->rx.slots,
                                      (size_t)count * stride,
@@ -1304,6 +1304,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->rx.epoch            = self->tx.epoch;
     self->rx.wants            = 0;
     self->rx.granted.count    = 0;
+    self->rx.granted.start    = 0;
     /* The first bitmap write always wakes the peer: it may have gone to
      * sleep before it knew we would send (see hipower_event.c) */
     self->tx.woken_gen        = UINT64_MAX;

@@ -131,6 +131,9 @@ typedef struct uct_hipower_ep {
             uct_hipower_window_t win;
             uint32_t             first_slot;
             uint32_t             count;        /* 0: no grant out */
+            uint32_t             start;        /* Sequence of its first
+                                                  message (0 in the product,
+                                                  uct_hipower_seq_origin()) */
         } granted;
     } rx;
 
@@ -727,15 +730,13 @@ uct_hipower_ep_consumed(uct_hipower_ep_t *ep, uint32_t epoch)
 }
 
 /* Receiver: the slot of the first message of the run we granted the peer
- * (sequence uct_hipower_seq_origin() there, 0 in the product) */
+ * (sequence ep->rx.granted.start there) */
 static UCS_F_ALWAYS_INLINE void *
-uct_hipower_ep_rx_granted_first(uct_hipower_ep_t *ep, uint32_t *seq_p)
+uct_hipower_ep_rx_granted_first(uct_hipower_ep_t *ep)
 {
-    uint32_t count = ep->rx.granted.count;
-
-    *seq_p = uct_hipower_seq_origin(count);
     return UCS_PTR_BYTE_OFFSET(ep->rx.granted.slots,
-                               (size_t)hipower_ring_slot(count, *seq_p) *
+                               (size_t)hipower_ring_slot(ep->rx.granted.count,
+                                                         ep->rx.granted.start) *
                                uct_hipower_ep_iface(ep)->config.layout.stride);
 }
 
@@ -745,17 +746,11 @@ uct_hipower_ep_rx_granted_first(uct_hipower_ep_t *ep, uint32_t *seq_p)
 static UCS_F_ALWAYS_INLINE int
 uct_hipower_ep_rx_granted_used(uct_hipower_ep_t *ep)
 {
-    uint32_t seq;
-    void *slot;
-
-    if (ep->rx.granted.count == 0) {
-        return 0;
-    }
-
-    slot = uct_hipower_ep_rx_granted_first(ep, &seq);
-    return hipower_slot_trailer_is(
-            *hipower_slot_mark(slot, &uct_hipower_ep_iface(ep)->config.layout),
-            seq);
+    return (ep->rx.granted.count > 0) &&
+           hipower_slot_trailer_is(
+                   *hipower_slot_mark(uct_hipower_ep_rx_granted_first(ep),
+                                      &uct_hipower_ep_iface(ep)->config.layout),
+                   ep->rx.granted.start);
 }
 
 /* Sender: whether the receiver granted a run we have not adopted: one

@@ -219,7 +219,7 @@ static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     const hipower_slot_layout_t *layout = &iface->config.layout;
-    uint32_t first, count;
+    uint32_t first, count, start;
     ucs_status_t status;
     void *slots;
 
@@ -230,8 +230,9 @@ static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
     }
 
     slots = uct_hipower_iface_run_clear(iface, first, count);
+    start = uct_hipower_seq_origin(count);
     hipower_ring_bitmap_at(uct_hipower_ep_consumed(ep, ep->rx.epoch + 1),
-                           count, uct_hipower_seq_origin(count));
+                           count, start);
 
     status = uct_hipower_window_open(iface, slots,
                                      (size_t)count * layout->stride,
@@ -245,6 +246,7 @@ static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
     ep->rx.granted.slots      = slots;
     ep->rx.granted.first_slot = first;
     ep->rx.granted.count      = count;
+    ep->rx.granted.start      = start;
     if (uct_hipower_ep_post_grant(ep, slots, &ep->rx.granted.win, count,
                                   ep->rx.epoch + 1) != UCS_OK) {
         uct_hipower_ep_run_free(ep, &ep->rx.granted.win, first, count);
@@ -406,6 +408,7 @@ static int uct_hipower_ep_rx_release(uct_hipower_ep_t *ep)
     ep->rx.granted.win.mr     = NULL;
     ep->rx.granted.win.mw     = NULL;
     ep->rx.granted.first_slot = 0;
+    ep->rx.granted.start      = 0;
     ep->flags |= UCT_HIPOWER_EP_FLAG_RELEASING;
     uct_hipower_ep_grant_out(ep, 1);
     uct_hipower_ep_runless(ep, 1);
@@ -623,7 +626,7 @@ static void uct_hipower_ep_rx_move(uct_hipower_ep_t *ep)
     uct_hipower_ep_run_free(ep, &ep->rx.win, ep->rx.first_slot, old_count);
     hipower_rx_ring_switch(&ep->rx.ring, ep->rx.granted.count,
                            uct_hipower_ep_consumed(ep, ep->rx.epoch + 1),
-                           uct_hipower_seq_origin(ep->rx.granted.count));
+                           ep->rx.granted.start);
     ep->rx.slots         = ep->rx.granted.slots;
     ep->rx.win           = ep->rx.granted.win;
     ep->rx.first_slot    = ep->rx.granted.first_slot;
@@ -723,7 +726,6 @@ int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)
     hipower_rx_ring_t *ring    = &ep->rx.ring;
     uint32_t old_count         = ring->num_slots;
     uint64_t ack_word;
-    uint32_t first_seq;
     int remaining;
 
     if (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) {
@@ -736,8 +738,7 @@ int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)
     ucs_memory_cpu_load_fence();
 
     ack_word  = hipower_slot_trailer_ack_word(
-                    UCS_PTR_BYTE_OFFSET(uct_hipower_ep_rx_granted_first(
-                                                ep, &first_seq),
+                    UCS_PTR_BYTE_OFFSET(uct_hipower_ep_rx_granted_first(ep),
                                         layout->trailer_offset));
     remaining = (ack_word & HIPOWER_SLOT_ACK_SWITCH) ?
                 hipower_grant_old_remaining(hipower_rx_ring_taken(ring),

@@ -90,8 +90,8 @@ void hipower_ring_bitmap_at(hipower_bitmap_word_t *bitmap, uint32_t num_slots,
     }
 }
 
-void hipower_tx_ring_init_at(hipower_tx_ring_t *ring, uint32_t num_slots,
-                             hipower_bitmap_word_t *written, uint32_t start)
+void hipower_tx_ring_init(hipower_tx_ring_t *ring, uint32_t num_slots,
+                          hipower_bitmap_word_t *written, uint32_t start)
 {
     assert(num_slots <= HIPOWER_RING_MAX_SLOTS);
     assert((start == 0) || (start < hipower_ring_seq_period(num_slots)));
@@ -165,8 +165,8 @@ static uint32_t hipower_rx_ring_parity_run(const hipower_bitmap_word_t *bitmap,
     return to - from;
 }
 
-void hipower_rx_ring_init_at(hipower_rx_ring_t *ring, uint32_t num_slots,
-                             hipower_bitmap_word_t *consumed, uint32_t start)
+void hipower_rx_ring_init(hipower_rx_ring_t *ring, uint32_t num_slots,
+                          hipower_bitmap_word_t *consumed, uint32_t start)
 {
     assert(num_slots <= HIPOWER_RING_MAX_SLOTS);
     assert((start == 0) || (start < hipower_ring_seq_period(num_slots)));

@@ -69,16 +69,8 @@ typedef struct hipower_rx_ring {
  * have the HIPOWER_BITMAP_WORDS(num_slots) words hipower_ring_bitmap_at()
  * sets for @a start (zeroes for 0).
  */
-void hipower_tx_ring_init_at(hipower_tx_ring_t *ring, uint32_t num_slots,
-                             hipower_bitmap_word_t *written, uint32_t start);
-
-/* @a written must have HIPOWER_BITMAP_WORDS(num_slots) zeroed words */
-static inline void hipower_tx_ring_init(hipower_tx_ring_t *ring,
-                                        uint32_t num_slots,
-                                        hipower_bitmap_word_t *written)
-{
-    hipower_tx_ring_init_at(ring, num_slots, written, 0);
-}
+void hipower_tx_ring_init(hipower_tx_ring_t *ring, uint32_t num_slots,
+                          hipower_bitmap_word_t *written, uint32_t start);
 
 static inline uint32_t hipower_tx_ring_free(const hipower_tx_ring_t *ring)
 {
@@ -205,7 +197,7 @@ static inline uint32_t hipower_tx_ring_ack(hipower_tx_ring_t *ring,
 /**
  * The sender adopts a new run of @a num_slots (docs/protocol.md, 9.2): its
  * next message is sequence @a start there (0, or as for
- * hipower_tx_ring_init_at()), and the old run is never written
+ * hipower_tx_ring_init()), and the old run is never written
  * again. Returns where its messages in the old run end, as the count of
  * messages taken over all runs (mod 2^32), which the first message of the
  * new run carries (its low 16 bits); the receiver compares it with its own
@@ -244,17 +236,9 @@ static inline int hipower_tx_ring_wants_recycle(const hipower_tx_ring_t *ring,
 
 
 /* A receiver's ring whose first message is sequence @a start; @a consumed
- * set as hipower_ring_bitmap_at() sets it (see hipower_tx_ring_init_at()) */
-void hipower_rx_ring_init_at(hipower_rx_ring_t *ring, uint32_t num_slots,
-                             hipower_bitmap_word_t *consumed, uint32_t start);
-
-/* @a consumed must have HIPOWER_BITMAP_WORDS(num_slots) zeroed words */
-static inline void hipower_rx_ring_init(hipower_rx_ring_t *ring,
-                                        uint32_t num_slots,
-                                        hipower_bitmap_word_t *consumed)
-{
-    hipower_rx_ring_init_at(ring, num_slots, consumed, 0);
-}
+ * set as hipower_ring_bitmap_at() sets it (see hipower_tx_ring_init()) */
+void hipower_rx_ring_init(hipower_rx_ring_t *ring, uint32_t num_slots,
+                          hipower_bitmap_word_t *consumed, uint32_t start);
 
 /**
  * Whether the message numbered ring->head has arrived, given the receiver's
