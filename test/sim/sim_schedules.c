@@ -169,7 +169,7 @@ static struct {
                           stops, scribbles, pending_adds, garbage,
                           device_events, epoch_wraps,
                           errors_reported, runs_restarted, runs_at_period,
-                          rnr_naks, rnr_naks_honest;
+                          rnr_naks, rnr_naks_honest, bundles, bundled;
     uint8_t               msg_buf[MSG_MAX];
     double                slowest_sec;
     uint64_t              slowest_seed;
@@ -455,7 +455,7 @@ static void sched_open_sides(void)
 {
     char slots[16], min_slots[16], budget[32];
     const char *slot_size, *mode, *idle, *grant, *txq, *signal, *batch,
-               *hold, *shared, *stats;
+               *hold, *shared, *stats, *bundle;
     static const struct {
         const char *value;
         uint64_t   ns;
@@ -508,6 +508,11 @@ static void sched_open_sides(void)
     shared    = SCHED_PICK("y", "y", "y", "n");
     /* The counters, printed when the interface closes */
     stats     = SCHED_PICK("n", "n", "n", "n", "n", "n", "n", "y");
+    /* Bundles (UCX_HIPOWER_BUNDLE) mostly on, as by default */
+    bundle    = SCHED_PICK("y", "y", "y", "n");
+    if (getenv("HIPOWER_SCHED_BUNDLE") != NULL) {
+        bundle = getenv("HIPOWER_SCHED_BUNDLE"); /* Replays: y or n */
+    }
     /* The pool is shared in self mode only: there an endpoint is never
      * refused, elsewhere one finds no run of MIN_SLOTS left */
     sch.shared_pool = !strcmp(mode, "self") && !strcmp(shared, "y");
@@ -548,11 +553,11 @@ static void sched_open_sides(void)
     sched_trace("settings: NOTIFY=%s SLOT_SIZE=%s SLOTS=%s MIN_SLOTS=%s "
                 "MEM_BUDGET=%s MAX_EPS=%s IDLE_TIME=%s GRANT_TIMEOUT=%s TX_QUEUE_LEN=%s "
                 "SIGNAL_INTERVAL=%s ANNOUNCE_BATCH=%s HOLD_SLOTS=%s "
-                "SHARED_POOL=%s, epochs from 0x%" PRIx64 ", runs start %u "
+                "SHARED_POOL=%s BUNDLE=%s, epochs from 0x%" PRIx64 ", runs start %u "
                 "messages before their period", mode, slot_size,
                 slots, min_slots, budget,
                 max_eps, idle, grant, txq, signal, batch, hold, shared,
-                sch.epoch_origin, sch.seq_before);
+                bundle, sch.epoch_origin, sch.seq_before);
 
     for (s = 0; s < NUM_SIDES; ++s) {
         side        = &sch.sides[s];
@@ -583,6 +588,7 @@ static void sched_open_sides(void)
         sched_config(config, "ANNOUNCE_BATCH", batch);
         sched_config(config, "HOLD_SLOTS", hold);
         sched_config(config, "SHARED_POOL", shared);
+        sched_config(config, "BUNDLE", bundle);
         sched_config(config, "STATS", stats);
         /* Retries end in virtual milliseconds, not seconds */
         sched_config(config, "TIMEOUT", "1ms");
@@ -1227,24 +1233,46 @@ static void sched_note_period(void)
     }
 }
 
+/* Messages of @a dir of @a conn waiting in its sender's open bundle
+ * (UCX_HIPOWER_BUNDLE): the last ones it accepted; they leave at the
+ * sender's next progress, flush or arm, not without it */
+static uint32_t sched_bundled(sched_conn_t *conn, int dir)
+{
+    uct_hipower_ep_t *ep;
+
+    if ((conn->ep[dir] == NULL) || conn->destroyed[dir]) {
+        return 0;
+    }
+    ep = ucs_derived_of(conn->ep[dir], uct_hipower_ep_t);
+    return (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ?
+           ep->tx.bundle.frame.count : 0;
+}
+
 /* A connection nothing happened to that has an accepted message not yet
  * delivered (or, with @a check_pending, a request still pending) to a
  * side not in @a skip_receivers: its number and direction, or -1 when
- * every one is settled */
+ * every one is settled. With @a silent_senders, the messages in a silent
+ * sender's open bundle are not due (the one exception to delivery without
+ * the sender: they were accepted because nothing could be posted). */
 static int sched_unsettled(int check_pending, unsigned skip_receivers,
-                           int *dir_p)
+                           unsigned silent_senders, int *dir_p)
 {
     sched_stream_t *stream;
     sched_conn_t *conn;
+    uint32_t due;
     int c, d;
 
     for (c = 0; c < sch.num_conns; ++c) {
         conn = &sch.conns[c];
         for (d = 0; d < 2; ++d) {
             stream = &conn->stream[d];
+            due    = stream->sent;
+            if (silent_senders & (1u << conn->side[d])) {
+                due -= sched_bundled(conn, d);
+            }
             if (!conn->excused && sched_stream_open(conn, d) &&
                 !(skip_receivers & (1u << conn->side[!d])) &&
-                ((stream->delivered != stream->sent) ||
+                ((stream->delivered != due) ||
                  (check_pending && stream->pending))) {
                 *dir_p = d;
                 return c;
@@ -1254,13 +1282,14 @@ static int sched_unsettled(int check_pending, unsigned skip_receivers,
     return -1;
 }
 
-static void sched_report_unsettled(const char *when, int check_pending)
+static void sched_report_unsettled(const char *when, int check_pending,
+                                   unsigned silent_senders)
 {
     sched_stream_t *stream;
     sched_conn_t *conn;
     int c, d;
 
-    c = sched_unsettled(check_pending, 0, &d);
+    c = sched_unsettled(check_pending, 0, silent_senders, &d);
     if (c < 0) {
         return;
     }
@@ -1278,7 +1307,8 @@ static void sched_finish(void)
     sched_side_t *side;
     sched_conn_t *conn;
     uct_hipower_iface_t *iface;
-    unsigned round, s, sender_mask;
+    unsigned round, s, sender_mask, waiting;
+    const unsigned all_sides = (1u << NUM_SIDES) - 1;
     int c, d;
 
     for (s = 0; s < NUM_SIDES; ++s) {
@@ -1289,7 +1319,10 @@ static void sched_finish(void)
 
     /* Delivery never depends on the sender: with some sides silent (they
      * neither progress nor send), what they already handed over reaches
-     * the sides that progress */
+     * the sides that progress. Messages in a bundle are not due yet: a
+     * silent side's wait for its progress, and so may a progressing
+     * side's, like pending requests, when the bundle waits for a run of
+     * a peer whose pool silent sides hold */
     sch.op_name = "settle (senders silent)";
     sender_mask = 1 + sched_below((1u << NUM_SIDES) - 1); /* Silent ones */
     if (!sch.sender_free) {
@@ -1303,11 +1336,12 @@ static void sched_finish(void)
         }
         hipower_sim_step(4);
         /* Done when every stream into a progressing side delivered */
-        if (((round % 64) == 0) && (sched_unsettled(0, sender_mask, &d) < 0)) {
+        if (((round % 64) == 0) &&
+            (sched_unsettled(0, sender_mask, all_sides, &d) < 0)) {
             break;
         }
     }
-    c = sched_unsettled(0, sender_mask, &d);
+    c = sched_unsettled(0, sender_mask, all_sides, &d);
     if (c >= 0) {
         conn = &sch.conns[c];
         sched_fail("with side %d silent, connection %d (side %d -> side %d) "
@@ -1317,8 +1351,11 @@ static void sched_finish(void)
                    conn->stream[d].sent, round);
     }
 
-    /* Everyone progresses: pending requests go, everything arrives */
+    /* Everyone progresses: pending requests go, everything arrives. Where
+     * waiters may not be served (see sch.waiters_served), a bundle waiting
+     * for a run may wait as a pending request does */
     sch.op_name = "settle";
+    waiting     = sch.waiters_served ? 0 : all_sides;
     for (round = 0; round < SETTLE_ROUNDS; ++round) {
         for (s = 0; s < NUM_SIDES; ++s) {
             if (!sch.sides[s].stopped) {
@@ -1330,11 +1367,11 @@ static void sched_finish(void)
          * peers stopped for ever expire, and give their runs back */
         hipower_sim_advance(sch.grant_timeout_ns / 1000);
         if (((round % 64) == 0) &&
-            (sched_unsettled(sch.waiters_served, 0, &d) < 0)) {
+            (sched_unsettled(sch.waiters_served, 0, waiting, &d) < 0)) {
             break;
         }
     }
-    sched_report_unsettled("settle", sch.waiters_served);
+    sched_report_unsettled("settle", sch.waiters_served, waiting);
 
     /* Every flush ends */
     sch.op_name = "flush";
@@ -1426,6 +1463,9 @@ static void sched_finish(void)
             uct_md_mem_dereg(sch.devs[side->dev].md, side->zbufs[d].memh);
             free(side->zbufs[d].buf);
         }
+        iface = ucs_derived_of(side->iface, uct_hipower_iface_t);
+        sch.bundles += iface->stats.tx_bundles;
+        sch.bundled += iface->stats.tx_bundled;
         uct_iface_close(side->iface);
         uct_worker_destroy(side->worker);
         ucs_async_context_destroy(side->async);
@@ -1627,13 +1667,14 @@ int main(int argc, char **argv)
            " endpoint errors reported, %" PRIu64 " endpoints past an epoch "
            "wrap, %" PRIu64 " runs past their sequence restart (%" PRIu64
            " resting at it), %" PRIu64 " RNR NAKs (%" PRIu64 " without "
-           "faults); slowest schedule %" PRIu64 " (%.2f s)\n",
+           "faults), %" PRIu64 " bundles carried %" PRIu64 " messages; "
+           "slowest schedule %" PRIu64 " (%.2f s)\n",
            first, first + ran - 1, ran, failed, secs, sch.conns_made, sch.msgs_sent, sch.msgs_delivered,
            sch.pending_adds, sch.faults_done, sch.device_events, sch.stops,
            sch.scribbles,
            sch.garbage, sch.errors_reported, sch.epoch_wraps,
            sch.runs_restarted, sch.runs_at_period, sch.rnr_naks,
-           sch.rnr_naks_honest, sch.slowest_seed,
+           sch.rnr_naks_honest, sch.bundles, sch.bundled, sch.slowest_seed,
            sch.slowest_sec);
     fflush(stdout);
     if (failed > 0) {

@@ -560,20 +560,21 @@ static void carries_traffic(int p)
  * one error line each for ever (review M6), and the other endpoint still
  * carries traffic.
  */
-/* Self mode: A writes the trailer of B's message @a seq + 1, with the
- * right key and a length longer than a slot, then sends message @a seq
- * (which wakes B's endpoint if it went idle). B's endpoint for pair 0
- * must deliver that one, then fail, once, and pair 1 must go on. */
-static void hostile_bad_frame(const uct_hipower_ep_addr_t *addr, uint32_t seq)
+/* Self mode: A writes @a image (@a length bytes: a frame and its trailer,
+ * which ends the slot) as B's message @a seq + 1, then sends message
+ * @a seq (which wakes B's endpoint if it went idle). B's endpoint for
+ * pair 0 must deliver that one and then @a delivered more, then fail,
+ * once, and pair 1 must go on. */
+void hostile_frame_fails(const uct_hipower_ep_addr_t *addr, uint32_t seq,
+                         const void *image, size_t length, unsigned delivered,
+                         const char *what)
 {
-    uint8_t trailer[16];
     unsigned spins, i;
 
-    hipower_slot_trailer_store(trailer, 1, addr->slot_stride, seq + 1, 0);
     raw_write(pairs[0].ep_a, addr->slots_addr +
               (uint64_t)((seq + 1) % addr->num_slots) * addr->slot_stride +
-              addr->trailer_offset, addr->slots_rkey, trailer,
-              sizeof(trailer));
+              addr->trailer_offset + HIPOWER_SLOT_TRAILER_SIZE - length,
+              addr->slots_rkey, image, length);
     flush_all();
     ck_assert_uint_eq(pairs[0].next_seq, seq);
     received = 0;
@@ -584,18 +585,18 @@ static void hostile_bad_frame(const uct_hipower_ep_addr_t *addr, uint32_t seq)
     for (spins = 0; (ep_errors_b == 0) && (spins < 2000000); ++spins) {
         progress(0, 1);
     }
-    ck_assert_msg(ep_errors_b == 1, "B's endpoint of a peer that wrote a "
-                  "frame of %u bytes got %u error callbacks",
-                  addr->slot_stride, ep_errors_b);
+    ck_assert_msg(ep_errors_b == 1, "B's endpoint of a peer that wrote %s "
+                  "got %u error callbacks", what, ep_errors_b);
     ck_assert_int_eq(ep_error_status_b, UCS_ERR_IO_ERROR);
-    ck_assert_uint_eq(received, 1);
-    printf("hostile peer: a frame too long for its slot failed its "
-           "endpoint (%s)\n", ucs_status_string(ep_error_status_b));
+    ck_assert_uint_eq(received, 1 + delivered);
+    printf("hostile peer: %s failed its endpoint (%s) after %u message(s) "
+           "before it\n", what, ucs_status_string(ep_error_status_b),
+           1 + delivered);
 
     /* The other endpoint goes on */
     received = 0;
     for (i = 0; i < 50; ++i) {
-        while (send_one(&pairs[1], 1, 1, 64, 1) == UCS_ERR_NO_RESOURCE) {
+        while (send_one(&pairs[1], 1, 1, 64, i % 2) == UCS_ERR_NO_RESOURCE) {
             progress(1, 1);
         }
     }
@@ -606,6 +607,16 @@ static void hostile_bad_frame(const uct_hipower_ep_addr_t *addr, uint32_t seq)
     ck_assert_uint_eq(received, 50);
     ck_assert_uint_eq(ep_errors_b, 1);
     ck_assert_int_eq(errors, 0);
+}
+
+/* A trailer with the right key and a length longer than a slot */
+static void hostile_bad_frame(const uct_hipower_ep_addr_t *addr, uint32_t seq)
+{
+    uint8_t trailer[16];
+
+    hipower_slot_trailer_store(trailer, 1, addr->slot_stride, seq + 1, 0);
+    hostile_frame_fails(addr, seq, trailer, sizeof(trailer), 0,
+                        "a frame too long for its slot");
 }
 
 START_TEST(test_hostile_peer_scribbles)
@@ -1108,17 +1119,6 @@ static int deliver_one(int p, unsigned ms)
     return received == before + 1;
 }
 
-/* The number of slots B's endpoint of pair @a p gives its peer */
-static unsigned b_slots(int p)
-{
-    uct_hipower_ep_addr_t addr;
-
-    ck_assert_uint_eq(side_b.attr.ep_addr_len, sizeof(addr));
-    ck_assert_int_eq(uct_ep_get_address(pairs[p].ep_b,
-                                        (uct_ep_addr_t*)&addr), UCS_OK);
-    return addr.num_slots;
-}
-
 /* Self mode only (elsewhere runs are fixed; says so for @a what and
  * returns 0): a 64-slot pool, runs of 16 slots at creation, 8 at least,
  * room kept for one endpoint */
@@ -1277,6 +1277,9 @@ static int pool_full_nothing_idle(const char *what)
         return 0;
     }
     setenv("UCX_HIPOWER_IDLE_TIME", "inf", 1);
+    /* A send that finds no run is refused (not bundled): the cases look
+     * at the waiter it makes */
+    setenv("UCX_HIPOWER_BUNDLE", "n", 1);
     setup_pairs(3);
     hold_probability = 0;
     for (p = 0; p < 3; ++p) {

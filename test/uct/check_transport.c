@@ -69,7 +69,8 @@ END_TEST
 
 
 /* A receiver that stops progressing (and holds what it got): the sender
- * runs out of slots, falls back to pending, and resumes without loss */
+ * runs out of slots, falls back to pending, and resumes without loss.
+ * Without bundles (the messages bundles take: bundle_when_no_slot) */
 START_TEST(test_slot_exhaustion_pending)
 {
     static pending_send_t reqs[256];
@@ -78,6 +79,7 @@ START_TEST(test_slot_exhaustion_pending)
     ucs_status_t status;
     unsigned i;
 
+    setenv("UCX_HIPOWER_BUNDLE", "n", 1);
     setup_pairs(1);
     hold_probability = 1.0; /* Keep everything: slots stay taken */
 
@@ -860,6 +862,7 @@ int main(void)
 
     add_transport_tests(suite);
     add_conformance_tests(suite);
+    add_bundle_tests(suite);
     add_port_down_test(suite);
     /* Only when asked for (t_uct_many_peers.sh): hundreds of endpoints */
     if (getenv("HIPOWER_TEST_PEERS") != NULL) {

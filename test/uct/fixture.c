@@ -3,6 +3,8 @@
  */
 #include "fixture.h"
 
+#include <hipower_wire.h>
+
 
 /* uct_config_modify() of a hipower setting by its name without the
  * "HIPOWER_" prefix, on every UCX: 1.13 matches the bare name, while
@@ -322,7 +324,8 @@ void flush_comp_cb(uct_completion_t *self)
 {
 }
 
-/* Flushes every endpoint and waits, progressing only the sender side */
+/* Flushes every endpoint and waits, progressing only the sender side once
+ * the flush is under way */
 void flush_all(void)
 {
     uct_completion_t comp;
@@ -335,7 +338,9 @@ void flush_all(void)
         comp.status = UCS_OK;
         do {
             status = uct_ep_flush(pairs[i].ep_a, 0, &comp);
-            progress(1, 0);
+            /* Refused while a bundle waits for a slot of the receiver
+             * (UCX_HIPOWER_BUNDLE), which only its progress gives back */
+            progress(1, status == UCS_ERR_NO_RESOURCE);
         } while (status == UCS_ERR_NO_RESOURCE);
         ck_assert_msg((status == UCS_OK) || (status == UCS_INPROGRESS),
                       "flush: %s", ucs_status_string(status));
@@ -730,4 +735,15 @@ double now_sec(void)
 
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* The number of slots B's endpoint of pair @a p gives its peer */
+unsigned b_slots(int p)
+{
+    uct_hipower_ep_addr_t addr;
+
+    ck_assert_uint_eq(side_b.attr.ep_addr_len, sizeof(addr));
+    ck_assert_int_eq(uct_ep_get_address(pairs[p].ep_b,
+                                        (uct_ep_addr_t*)&addr), UCS_OK);
+    return addr.num_slots;
 }

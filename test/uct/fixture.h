@@ -180,7 +180,20 @@ double now_sec(void);
 
 /* The test cases of each file */
 void add_transport_tests(Suite *suite);
+/* hipower, self mode (check_conformance.c): pair 0's peer writes
+ * @a image, a frame and its trailer, as B's message @a seq + 1 and sends
+ * message @a seq; B must deliver it and @a delivered more, then fail that
+ * endpoint once, while pair 1 goes on */
+struct uct_hipower_ep_addr;
+void hostile_frame_fails(const struct uct_hipower_ep_addr *addr, uint32_t seq,
+                         const void *image, size_t length, unsigned delivered,
+                         const char *what);
+
+/* hipower: the number of slots B's endpoint of pair @a p gives its peer */
+unsigned b_slots(int p);
+
 void add_conformance_tests(Suite *suite);
+void add_bundle_tests(Suite *suite);
 void add_port_down_test(Suite *suite);
 void add_many_peers_test(Suite *suite);
 

@@ -367,6 +367,7 @@ ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
     /* Nothing more is delivered from the peer: others may have its runs */
     uct_hipower_ep_rx_peer_gone(ep);
     uct_hipower_ep_cancel_ops(ep, canceled ? UCS_ERR_CANCELED : status);
+    uct_hipower_ep_bundle_drop(ep);
     uct_hipower_ep_del_pending_list(ep);
     if (canceled) {
         return UCS_OK;
@@ -563,13 +564,21 @@ int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep)
     uct_pending_req_t *req;
     ucs_status_t status;
 
+    /* Bundled messages came before every pending request: they go first,
+     * or nothing does */
+    if (ucs_unlikely(uct_hipower_ep_bundle_first(ep) != UCS_OK)) {
+        return 0;
+    }
+
     /* Requests go in queue order; each one's own send must not be refused
      * for the requests still queued behind it. A request that finds no
-     * room stays first; the next completion or recycle lists us again. */
+     * room stays first; the next completion or recycle lists us again.
+     * Without room, a request may still go into a bundle. */
     ep->flags |= UCT_HIPOWER_EP_FLAG_DISPATCHING;
     while (!ucs_queue_is_empty(&ep->pending_q) &&
            !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) &&
-           uct_hipower_ep_has_room(ep, 1)) {
+           (uct_hipower_ep_has_room(ep, 1) ||
+            (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLES))) {
         priv = ucs_queue_head_elem_non_empty(&ep->pending_q,
                                              uct_pending_req_priv_queue_t,
                                              queue_elem);
@@ -592,7 +601,9 @@ int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep)
         !ucs_queue_is_empty(&ep->pending_q)) {
         uct_hipower_ep_slots_wanted(ep);
     }
-    return ucs_queue_is_empty(&ep->pending_q);
+    /* Listed while requests or a bundle wait */
+    return ucs_queue_is_empty(&ep->pending_q) &&
+           !(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
 }
 
 ucs_status_t uct_hipower_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
@@ -632,7 +643,10 @@ void uct_hipower_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t c
     uct_pending_req_priv_queue_t *priv;
 
     uct_pending_queue_purge(priv, &ep->pending_q, 1, cb, arg);
-    uct_hipower_ep_del_pending_list(ep);
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+        /* (A bundle keeps it listed: progress sends it) */
+        uct_hipower_ep_del_pending_list(ep);
+    }
 }
 
 /* Waits for everything posted so far: a completion after the last user
@@ -711,6 +725,13 @@ ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
     if (!ucs_queue_is_empty(&ep->pending_q) &&
         !(ep->flags & UCT_HIPOWER_EP_FLAG_DISPATCHING)) {
         return UCS_ERR_NO_RESOURCE;
+    }
+
+    /* Bundled messages were accepted: they go now, or the caller
+     * progresses and retries */
+    status = uct_hipower_ep_bundle_first(ep);
+    if (status != UCS_OK) {
+        return status;
     }
 
     status = uct_hipower_ep_announce(ep);
@@ -796,6 +817,8 @@ ucs_status_t uct_hipower_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
     ep_addr->ctrl_write_rkey = ep->ctrl_write.rkey;
     ep_addr->notify          = iface->config.notify;
     ep_addr->path_mtu        = iface->config.path_mtu;
+    ep_addr->flags           = iface->config.bundle ?
+                               UCT_HIPOWER_EP_ADDR_FLAG_BUNDLES : 0;
     return UCS_OK;
 }
 
@@ -1032,6 +1055,13 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     if ((iface->config.notify == UCT_HIPOWER_NOTIFY_SELF) &&
         (layout.align == 1)) {
         ep->flags |= UCT_HIPOWER_EP_FLAG_ONE_WRITE;
+    }
+    /* Records of a bundle are 8-byte aligned in the frame, so not for a
+     * peer that asked for its messages' data to be aligned */
+    if (iface->config.bundle &&
+        (ep_addr->flags & UCT_HIPOWER_EP_ADDR_FLAG_BUNDLES) &&
+        (layout.align == 1)) {
+        ep->flags |= UCT_HIPOWER_EP_FLAG_BUNDLES;
     }
     ep->peer.slots_addr        = ep_addr->slots_addr;
     ep->peer.slots_rkey        = ep_addr->slots_rkey;
@@ -1628,6 +1658,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
     ucs_debug(UCT_HIPOWER_EP_FMT ": destroy, %u requests out",
               UCT_HIPOWER_EP_ARG(self),
               hipower_txq_outstanding(&self->txqp.txq));
+    uct_hipower_ep_bundle_leave(self);
     /* UCT: the user purges pending requests before destroying */
     uct_hipower_ep_pending_purge(&self->super.super,
                                  uct_hipower_ep_pending_purge_warn, self);

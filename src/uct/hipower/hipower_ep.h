@@ -73,7 +73,15 @@ enum {
     UCT_HIPOWER_EP_FLAG_QP_UP          = UCS_BIT(24),
     /* In iface->tx.trailing_eps: posted requests that went unsignaled
      * since (the entry may be stale: the recall drops it) */
-    UCT_HIPOWER_EP_FLAG_TRAILING       = UCS_BIT(25)
+    UCT_HIPOWER_EP_FLAG_TRAILING       = UCS_BIT(25),
+    /* Sender: small active messages that found no slot or no room may go
+     * into a bundle: both sides enable UCX_HIPOWER_BUNDLE and the peer
+     * asked for no alignment (hipower_ep_bundle.c) */
+    UCT_HIPOWER_EP_FLAG_BUNDLES        = UCS_BIT(26),
+    /* Sender: a bundle is open (tx.bundle): every later message of the
+     * endpoint goes into it or after it; in iface->pending_eps until it
+     * is posted */
+    UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN    = UCS_BIT(27)
 };
 
 
@@ -155,6 +163,12 @@ typedef struct uct_hipower_ep {
          * connection: window binds and hello (hipower_ep.c) */
         int                      connect_credits;
         uint64_t                 hello_sn;     /* Work request of the hello */
+        /* The open bundle (FLAG_BUNDLE_OPEN): its frame is built in the
+         * buffer of op, which is retired like a bcopy's once posted */
+        struct {
+            uct_hipower_tx_op_t  *op;
+            hipower_bundle_t     frame;
+        } bundle;
     } tx;
 
     struct {
@@ -480,6 +494,107 @@ uct_hipower_ep_user_check(uct_hipower_ep_t *ep)
     return UCS_OK;
 }
 
+/* Sender: the receiver granted a new run, the next message goes there
+ * (hipower_ep_grant.c) */
+void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep);
+
+/* No free peer slot: a recycle READ, or, to a peer that closed its
+ * endpoint, a request that will fail and report it */
+void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep);
+
+/*
+ * Room for one more active message frame now: a free slot of the peer (in
+ * the run it granted last, which this adopts) and room to post it.
+ * UCS_ERR_NO_RESOURCE otherwise, after asking for slots; @a count: a
+ * refused send, counted in the statistics (not a bundle's retry).
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_hipower_ep_tx_room(uct_hipower_ep_t *ep, int count)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    /* The receiver granted a new run: this message goes there */
+    if (ucs_unlikely(*(volatile uint64_t*)&ep->ctrl->grant.epoch !=
+                     ep->tx.epoch)) {
+        uct_hipower_ep_tx_adopt(ep);
+    }
+
+    if (ucs_unlikely(hipower_tx_ring_free(&ep->tx.ring) == 0)) {
+        iface->stats.pool_empty += count;
+        /* Our next message tells the receiver its run was too small */
+        ep->tx.ack_flags |= HIPOWER_SLOT_ACK_WANTS;
+        uct_hipower_ep_slots_wanted(ep);
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    /* One more: the announce of an unfinished batch, or pull's hello */
+    if (ucs_unlikely(!uct_hipower_ep_has_room(ep, ep->tx.msg_wrs + 1))) {
+        iface->stats.tx_queue_full += count;
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    return UCS_OK;
+}
+
+/* Takes the next peer slot and posts a frame of @a length bytes at
+ * @a data in @a op's buffer, the trailer right after them in the same
+ * buffer (hipower_ep_am.c); the caller checked the room
+ * (uct_hipower_ep_tx_room()). @a op is retired with the frame. */
+ucs_status_t uct_hipower_ep_send_frame(uct_hipower_ep_t *ep, void *data,
+                                       uint32_t length, uint8_t am_id,
+                                       uct_hipower_tx_op_t *op);
+
+/* Bundles (hipower_ep_bundle.c) */
+
+/* Whether a message of @a length goes into the bundle (opened for it if
+ * none is): the first one of a bundle may be as large as any message,
+ * since a bundle of one goes as a frame of its own; later ones must keep
+ * the frame within a slot */
+static UCS_F_ALWAYS_INLINE int
+uct_hipower_ep_bundle_fits(uct_hipower_ep_t *ep, uint32_t length)
+{
+    size_t max_payload = uct_hipower_ep_iface(ep)->config.max_payload;
+
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+        return length <= max_payload;
+    }
+    return (uint64_t)ep->tx.bundle.frame.length +
+           hipower_bundle_record_size(length) <= max_payload;
+}
+
+/* Posts the open bundle if a slot and room are there: UCS_OK when none
+ * stays open, UCS_ERR_NO_RESOURCE while it waits, or the post's error */
+ucs_status_t uct_hipower_ep_bundle_post(uct_hipower_ep_t *ep);
+
+/*
+ * Appends an active message (@a hdr_length bytes of @a hdr, then
+ * @a length bytes of @a data) to the open bundle, opening one if none is;
+ * then posts the bundle if it can go now. UCS_ERR_NO_RESOURCE, with nothing
+ * changed, if it does not fit.
+ */
+ucs_status_t uct_hipower_ep_bundle_add(uct_hipower_ep_t *ep, uint8_t am_id,
+                                       const void *hdr, unsigned hdr_length,
+                                       const void *data, unsigned length);
+
+/* Drops the open bundle, unsent (the endpoint failed, was canceled or is
+ * destroyed): its messages are lost, as posted ones are then */
+void uct_hipower_ep_bundle_drop(uct_hipower_ep_t *ep);
+
+/* The endpoint is destroyed: the open bundle is posted if it can go now,
+ * else dropped; no error is reported */
+void uct_hipower_ep_bundle_leave(uct_hipower_ep_t *ep);
+
+/* Before an operation that is not bundled (zero-copy, RMA): the open
+ * bundle goes first, or the operation waits (UCS_ERR_NO_RESOURCE) */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_hipower_ep_bundle_first(uct_hipower_ep_t *ep)
+{
+    if (ucs_likely(!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN))) {
+        return UCS_OK;
+    }
+    return uct_hipower_ep_bundle_post(ep);
+}
+
 /*
  * A bcopy packer returned more than the operation takes. Send buffers have
  * UCT_HIPOWER_BCOPY_SLACK bytes beyond the limit, so one that wrote that
@@ -623,10 +738,6 @@ void uct_hipower_ep_rx_regrant(uct_hipower_ep_t *ep);
 /* Receiver: a grant is out; moves to the granted run once its first
  * message is there and the old run is drained. Returns 1 if it moved */
 int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep);
-
-/* Sender: the receiver granted a new run (the record's epoch changed):
- * the next message goes there */
-void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep);
 
 /* The runs an endpoint holds go back to the pool at once: their
  * registrations go first, so the peer can no longer write them, whatever
@@ -793,10 +904,6 @@ ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep);
 /* The RDMA_READs of a peer's bitmaps: consumed (recycle), published (pull) */
 void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep);
 void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep);
-
-/* No free peer slot: a recycle READ, or, to a peer that closed its
- * endpoint, a request that will fail and report it */
-void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep);
 
 /* Whether the transport may send something of its own to the peer now */
 static UCS_F_ALWAYS_INLINE int uct_hipower_ep_may_initiate(uct_hipower_ep_t *ep)

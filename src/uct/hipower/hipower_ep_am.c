@@ -79,12 +79,12 @@ ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep)
 
 /*
  * Admission for one message: fails with UCS_ERR_NO_RESOURCE (the caller may
- * add a pending request) when there is no free peer slot or no room to post.
+ * add a pending request, or bundle the message) when there is no free peer
+ * slot or no room to post.
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_hipower_ep_tx_check(uct_hipower_ep_t *ep)
 {
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     ucs_status_t status;
 
     status = uct_hipower_ep_user_check(ep);
@@ -92,27 +92,7 @@ uct_hipower_ep_tx_check(uct_hipower_ep_t *ep)
         return status;
     }
 
-    /* The receiver granted a new run: this message goes there */
-    if (ucs_unlikely(uct_hipower_ep_tx_granted(ep))) {
-        uct_hipower_ep_tx_adopt(ep);
-    }
-
-    if (ucs_unlikely(hipower_tx_ring_free(&ep->tx.ring) == 0)) {
-        iface->stats.pool_empty++;
-        /* Our next message tells the receiver its run was too small */
-        ep->tx.ack_flags |= HIPOWER_SLOT_ACK_WANTS;
-        uct_hipower_ep_slots_wanted(ep);
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    /* One more: the announce of an unfinished batch, or pull's hello */
-    if (ucs_unlikely(!uct_hipower_ep_has_room(
-                             ep, uct_hipower_ep_msg_wrs(ep) + 1))) {
-        iface->stats.tx_queue_full++;
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    return UCS_OK;
+    return uct_hipower_ep_tx_room(ep, 1);
 }
 
 /* Admission plus a send descriptor whose buffer holds header and data */
@@ -319,6 +299,37 @@ err_undo:
 }
 
 /*
+ * A frame whose @a length bytes of data lie in @a op's buffer at @a data,
+ * with room for the trailer right after them: one gather entry (inline when
+ * small) for data and trailer. The caller checked the room.
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_hipower_ep_send_buffer(uct_hipower_ep_t *ep, void *data, uint32_t length,
+                           uint8_t am_id, uct_hipower_tx_op_t *op)
+{
+    struct ibv_send_wr wr;
+    struct ibv_sge sge[2];
+
+    sge[0].addr   = (uintptr_t)data;
+    sge[0].length = length;
+    sge[0].lkey   = op->lkey;
+    wr.sg_list    = sge;
+    wr.num_sge    = 1;
+    wr.send_flags = (length + HIPOWER_SLOT_TRAILER_SIZE <=
+                     uct_hipower_ep_iface(ep)->config.max_inline) ?
+                    IBV_SEND_INLINE : 0;
+    return uct_hipower_ep_send_msg(ep, &wr, UCS_PTR_BYTE_OFFSET(data, length),
+                                   op->lkey, 1, am_id, length, 0, op, 0);
+}
+
+ucs_status_t uct_hipower_ep_send_frame(uct_hipower_ep_t *ep, void *data,
+                                       uint32_t length, uint8_t am_id,
+                                       uct_hipower_tx_op_t *op)
+{
+    return uct_hipower_ep_send_buffer(ep, data, length, am_id, op);
+}
+
+/*
  * am_short's frame [header][payload][trailer] in one buffer on the stack,
  * one inline gather entry: the provider copies each entry of an inline
  * request on its own, so one copy here is cheaper. @a one_write: see
@@ -373,6 +384,23 @@ ucs_status_t uct_hipower_ep_send_none(uct_hipower_ep_t *ep)
                                    0, 0, NULL, 0);
 }
 
+/*
+ * Whether a short or bcopy message that could not go out now may go into a
+ * bundle instead: only for want of a slot or of room (the endpoint is
+ * connected and has not failed, and no pending request is ahead of it),
+ * only to a peer that takes bundles, and only while the peer gives us a
+ * run: its slots come back as it consumes them, while a run it has yet
+ * to grant may take as long as its pool is short (the message waits as a
+ * pending request then, which keeps the user's send incomplete)
+ */
+static UCS_F_ALWAYS_INLINE int
+uct_hipower_ep_may_bundle(uct_hipower_ep_t *ep, ucs_status_t status)
+{
+    return (status == UCS_ERR_NO_RESOURCE) &&
+           (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLES) &&
+           (ep->tx.ring.num_slots > 0);
+}
+
 /* am_short of an endpoint without UCT_HIPOWER_EP_FLAG_ONE_WRITE, or one
  * that cannot go out right away: off the fast path */
 static UCS_F_NOINLINE ucs_status_t
@@ -381,12 +409,36 @@ uct_hipower_ep_am_short_slow(uct_hipower_ep_t *ep, uint8_t id, uint64_t hdr,
 {
     ucs_status_t status;
 
-    status = uct_hipower_ep_tx_check(ep);
+    status = uct_hipower_ep_user_check(ep);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
 
-    return uct_hipower_ep_am_short_frame(ep, id, hdr, buffer, length, 0);
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
+        /* Earlier messages wait in the bundle: this one goes after them,
+         * in it if it fits (and with it, if it can go now) */
+        status = uct_hipower_ep_bundle_add(ep, id, &hdr, sizeof(hdr), buffer,
+                                           length);
+        if (status != UCS_ERR_NO_RESOURCE) {
+            return status;
+        }
+        /* Too large for what is left: the bundle goes first */
+        status = uct_hipower_ep_bundle_post(ep);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    status = uct_hipower_ep_tx_room(ep, 1);
+    if (ucs_likely(status == UCS_OK)) {
+        return uct_hipower_ep_am_short_frame(ep, id, hdr, buffer, length, 0);
+    }
+
+    if (uct_hipower_ep_may_bundle(ep, status)) {
+        return uct_hipower_ep_bundle_add(ep, id, &hdr, sizeof(hdr), buffer,
+                                         length);
+    }
+    return status;
 }
 
 ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
@@ -412,10 +464,11 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
 
     /* The common case, with everything uct_hipower_ep_tx_check() and
      * uct_hipower_ep_send_msg() decide known in advance: one write, a free
-     * slot, room to post it (and a read), nothing pending */
+     * slot, room to post it (and a read), nothing pending or bundled */
     if (ucs_likely(((ep->flags & (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
                                   UCT_HIPOWER_EP_FLAG_CONNECTED |
-                                  UCT_HIPOWER_EP_FLAG_FAILED)) ==
+                                  UCT_HIPOWER_EP_FLAG_FAILED |
+                                  UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) ==
                     (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
                      UCT_HIPOWER_EP_FLAG_CONNECTED)) &&
                    ucs_queue_is_empty(&ep->pending_q) &&
@@ -433,6 +486,29 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     return status;
 }
 
+/*
+ * am_bcopy that cannot go out as a frame of its own now: packed into a
+ * send buffer, then copied into the bundle (the packer's length is known
+ * only once it ran). @a op holds the packed message; it goes back to the
+ * pool here.
+ */
+static UCS_F_NOINLINE ssize_t
+uct_hipower_ep_am_bcopy_bundle(uct_hipower_ep_t *ep, uint8_t id,
+                               uct_hipower_tx_op_t *op, size_t length)
+{
+    ucs_status_t status;
+
+    status = uct_hipower_ep_bundle_add(ep, id, NULL, 0,
+                                       uct_hipower_tx_op_buffer(op), length);
+    ucs_mpool_put_inline(op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    UCT_TL_EP_STAT_OP(&ep->super, AM, BCOPY, length);
+    return length;
+}
+
 ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                                 uct_pack_callback_t pack_cb, void *arg,
                                 unsigned flags)
@@ -440,9 +516,8 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uct_hipower_tx_op_t *op;
-    struct ibv_send_wr wr;
-    struct ibv_sge sge[2];
     ucs_status_t status;
+    int bundle = 0;
     size_t length;
     void *data;
 
@@ -450,9 +525,27 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         return uct_hipower_ep_bad_am_id(ep, "am_bcopy", id);
     }
 
-    status = uct_hipower_ep_tx_op_get(ep, UCT_HIPOWER_OP_SEND, NULL, &op);
+    status = uct_hipower_ep_user_check(ep);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
+    }
+
+    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+        /* Earlier messages wait in the bundle: this one goes after them */
+        bundle = 1;
+    } else {
+        status = uct_hipower_ep_tx_room(ep, 1);
+        if (ucs_unlikely(status != UCS_OK)) {
+            if (!uct_hipower_ep_may_bundle(ep, status)) {
+                return status;
+            }
+            bundle = 1;
+        }
+    }
+
+    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_SEND, NULL);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
     }
 
     data   = uct_hipower_tx_op_buffer(op);
@@ -466,18 +559,32 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                                              iface->config.max_payload);
     }
 
+    if (ucs_unlikely(bundle)) {
+        if (uct_hipower_ep_bundle_fits(ep, length)) {
+            return uct_hipower_ep_am_bcopy_bundle(ep, id, op, length);
+        }
+
+        /* Too large for what is left of the bundle: it goes first, then
+         * this message, in a frame of its own or in a new bundle. (A
+         * refusal now comes after the packer ran, which UCP allows: it
+         * keeps its send state until a send succeeds.) */
+        status = uct_hipower_ep_bundle_post(ep);
+        if (status == UCS_OK) {
+            status = uct_hipower_ep_tx_room(ep, 1);
+        }
+        if (status != UCS_OK) {
+            if (uct_hipower_ep_may_bundle(ep, status) &&
+                !(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+                return uct_hipower_ep_am_bcopy_bundle(ep, id, op, length);
+            }
+            ucs_mpool_put_inline(op);
+            return status;
+        }
+    }
+
     /* The trailer right after the data, in the buffer (room for the
      * largest payload and a trailer): one gather entry for the frame */
-    sge[0].addr   = (uintptr_t)data;
-    sge[0].length = length;
-    sge[0].lkey   = op->lkey;
-    wr.sg_list    = sge;
-    wr.num_sge    = 1;
-    wr.send_flags = (length + HIPOWER_SLOT_TRAILER_SIZE <=
-                     iface->config.max_inline) ? IBV_SEND_INLINE : 0;
-    status = uct_hipower_ep_send_msg(ep, &wr,
-                                     UCS_PTR_BYTE_OFFSET(data, length),
-                                     op->lkey, 1, id, length, 0, op, 0);
+    status = uct_hipower_ep_send_buffer(ep, data, length, id, op);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_mpool_put_inline(op);
         return status;
@@ -515,6 +622,12 @@ ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
                   iovcnt, length, UCT_HIPOWER_MAX_ZCOPY_HDR,
                   UCT_HIPOWER_MAX_IOV, iface->config.max_payload);
         return UCS_ERR_INVALID_PARAM;
+    }
+
+    /* Not bundled: messages waiting in a bundle go first */
+    status = uct_hipower_ep_bundle_first(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
     }
 
     status = uct_hipower_ep_tx_op_get(ep, UCT_HIPOWER_OP_COMP, comp, &op);

@@ -714,6 +714,7 @@ void uct_hipower_ep_tx_switch_idle(uct_hipower_ep_t *ep)
     /* A message queued or sent next tells the receiver anyway */
     if ((ep->tx.ack_flags & HIPOWER_SLOT_ACK_SWITCH) &&
         ucs_queue_is_empty(&ep->pending_q) &&
+        !(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
         (uct_hipower_ep_send_none(ep) == UCS_OK)) {
         uct_hipower_ep_iface(ep)->stats.tx_none++;
     }

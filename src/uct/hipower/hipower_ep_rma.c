@@ -19,13 +19,21 @@
 #include <inttypes.h>
 
 
-/* Room to post one RMA work request and, later, the announce of pending AMs */
+/* Room to post one RMA work request and, later, the announce of pending
+ * AMs; no bundle waiting before it */
 static inline ucs_status_t uct_hipower_ep_rma_check(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     ucs_status_t status;
 
     status = uct_hipower_ep_user_check(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    /* Not bundled: active messages waiting in a bundle go first, so that
+     * operations leave in the order they were called */
+    status = uct_hipower_ep_bundle_first(ep);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }

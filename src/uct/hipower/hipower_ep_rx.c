@@ -183,6 +183,78 @@ uct_hipower_ep_rx_bad_slot(uct_hipower_ep_t *ep, hipower_slot_trailer_t trailer,
 }
 
 /*
+ * A bundle frame (hipower_bundle.h, UCX_HIPOWER_BUNDLE) of @a length bytes
+ * at @a frame, its trailer's key matched and its length within the slot:
+ * each record goes to its handler as an active message of its own, in
+ * order, by the rules of a single frame's message (in the slot, which the
+ * handler may not keep; or, with HOLD_SLOTS=y, a copy it may keep); the
+ * caller releases the slot after the last. The peer writes the frame, so
+ * each record's header is read once and checked against what is left of
+ * the frame before its data is touched: a record that leaves the frame, an
+ * AM id out of range, a bundle in a bundle or an empty frame are written
+ * by no honest peer -- the messages before it stay delivered, and the
+ * endpoint fails as for any bad frame. Returns the messages delivered.
+ */
+static UCS_F_NOINLINE unsigned
+uct_hipower_ep_rx_bundle(uct_hipower_ep_t *ep, const void *frame,
+                         uint32_t length, const void *trailer, uint32_t seq,
+                         uint32_t slot, int hold)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    hipower_bundle_iter_t iter;
+    hipower_bundle_status_t status;
+    uint64_t ack_word, rx_bytes = 0;
+    uint32_t acked, msg_length;
+    unsigned count = 0;
+    const void *data;
+    uint8_t am_id;
+    void *elem;
+
+    /* The acknowledgement the trailer carries, as any frame's */
+    ack_word      = hipower_slot_trailer_ack_word(trailer);
+    ep->rx.wants |= !!(ack_word & HIPOWER_SLOT_ACK_WANTS);
+    acked         = hipower_tx_ring_ack(&ep->tx.ring, (uint32_t)ack_word);
+    if (acked > 0) {
+        uct_hipower_ep_rx_acked(ep, acked);
+    }
+
+    hipower_bundle_iter_init(&iter, frame, length);
+    while ((status = hipower_bundle_next(&iter, UCT_AM_ID_MAX, &am_id, &data,
+                                         &msg_length)) ==
+           HIPOWER_BUNDLE_MSG) {
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, am_id,
+                           (void*)data, msg_length, "RX: AM slot %u, "
+                           "bundled %u", slot, count);
+        elem = hold ? ucs_mpool_get_inline(&iface->rx.mp) : NULL;
+        if (elem != NULL) {
+            uct_hipower_ep_deliver_copy(iface, elem, am_id, data, msg_length);
+        } else {
+            /* (HOLD_SLOTS=y without memory for a copy: the handler may not
+             * keep this one; the rest of the frame cannot wait) */
+            uct_iface_invoke_am(&iface->super, am_id, (void*)data,
+                                msg_length, 0);
+        }
+        rx_bytes += msg_length;
+        ++count;
+    }
+
+    iface->stats.rx_msgs    += count;
+    iface->stats.rx_bytes   += rx_bytes;
+    iface->stats.rx_bundles++;
+    iface->stats.rx_bundled += count;
+    if (ucs_unlikely(status != HIPOWER_BUNDLE_END)) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": bundle of %u bytes in slot %u "
+                  "(message %u) from the peer: %s after %u message(s); a "
+                  "broken or hostile peer, the endpoint fails",
+                  UCT_HIPOWER_EP_ARG(ep), length, slot, seq,
+                  hipower_bundle_status_str(status), count);
+        iface->stats.bad_slots++;
+        ep->flags |= UCT_HIPOWER_EP_FLAG_BAD_FRAME;
+    }
+    return count;
+}
+
+/*
  * The receive loop, specialized by uct_hipower_ep_rx_progress() for the
  * notification mode and HOLD_SLOTS (constants here), as UCX specializes its
  * progress functions: no per-message test of either. Everything the loop
@@ -262,6 +334,15 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
             if (hipower_slot_trailer_is_none(trailer)) {
                 /* No message, only its ack word */
                 uct_hipower_ep_rx_none(ep, slot_base + layout.trailer_offset);
+            } else if (iface->config.bundle &&
+                       hipower_slot_trailer_is_bundle(trailer, max_payload)) {
+                length = (uint32_t)trailer;
+                uct_hipower_ep_rx_bundle(ep, slot_base +
+                                         hipower_slot_data_offset(&layout,
+                                                                  length),
+                                         length,
+                                         slot_base + layout.trailer_offset,
+                                         seq, slot, hold);
             } else {
                 uct_hipower_ep_rx_bad_slot(ep, trailer, seq, slot);
             }
@@ -378,6 +459,22 @@ static unsigned uct_hipower_ep_rx_progress_self(uct_hipower_ep_t *ep)
         } else if (hipower_slot_trailer_is_none(trailer)) {
             /* No message, only its ack word */
             uct_hipower_ep_rx_none(ep, slot_base + layout.trailer_offset);
+        } else if (iface->config.bundle &&
+                   hipower_slot_trailer_is_bundle(trailer, max_payload)) {
+            /* Many messages, each checked as it is walked (and counted:
+             * not as one among the run's) */
+            --iface->stats.rx_msgs;
+            length = (uint32_t)trailer;
+            uct_hipower_ep_rx_bundle(ep, slot_base +
+                                     hipower_slot_place(&placement, length),
+                                     length,
+                                     slot_base + layout.trailer_offset,
+                                     seq + i, slot, 0);
+            if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
+                hipower_rx_ring_consume(ring, slot);
+                ++i; /* Nothing more of this peer */
+                break;
+            }
         } else {
             uct_hipower_ep_rx_bad_slot(ep, trailer, seq + i, slot);
             hipower_rx_ring_consume(ring, slot);

@@ -174,6 +174,20 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      ucs_offsetof(uct_hipower_iface_config_t, announce_batch),
      UCS_CONFIG_TYPE_UINT},
 
+    {"BUNDLE", "y",
+     "Bundle active messages that would wait. When an endpoint cannot post\n"
+     "a short or bcopy active message now (no free slot of the peer, no room\n"
+     "in the send queue or completion queue, or earlier messages of it\n"
+     "waiting in a bundle), the message is packed, in order, into one frame\n"
+     "for that peer instead of being refused; the frame goes out as one\n"
+     "RDMA_WRITE into one slot as soon as there is room: at the next\n"
+     "progress, flush or event arm (which returns UCS_ERR_BUSY while one is\n"
+     "open). A message that can be posted is never held back, so a lone\n"
+     "message goes alone. Both peers must enable it, and the receiver must\n"
+     "not ask for aligned active-message data; 'n': one frame per message.",
+     ucs_offsetof(uct_hipower_iface_config_t, bundle),
+     UCS_CONFIG_TYPE_BOOL},
+
     {"HOLD_SLOTS", "n",
      "Let active-message handlers keep messages (UCT_CB_PARAM_FLAG_DESC).\n"
      "With 'y' each message is copied out of its receive slot into a\n"
@@ -706,6 +720,23 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
     return count;
 }
 
+unsigned uct_hipower_iface_post_bundles(uct_hipower_iface_t *iface)
+{
+    uct_hipower_ep_t *ep, *tmp;
+
+    /* Every endpoint with a bundle open is listed for dispatch; a failed
+     * post fails only its own endpoint (which unlists it) */
+    ucs_list_for_each_safe(ep, tmp, &iface->pending_eps, pending_list) {
+        if (iface->tx.bundles_open == 0) {
+            break;
+        }
+        if (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
+            (void)uct_hipower_ep_bundle_post(ep);
+        }
+    }
+    return iface->tx.bundles_open;
+}
+
 /*
  * UCP creates, connects and destroys endpoints from its wire-up handler,
  * which UCX's async thread runs (UCT_CB_FLAG_ASYNC, e.g. from ud_verbs'
@@ -953,6 +984,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->num_gc        = 0;
     self->tx.fence_beat = 0;
     self->tx.starved    = 0;
+    self->tx.bundles_open = 0;
     ucs_list_head_init(&self->tx.trailing_eps);
     self->async_seq     = md->async.seq;
     kh_init_inplace(uct_hipower_qp_ep, &self->qp_eps);
@@ -992,6 +1024,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
                                       UCT_HIPOWER_NOTIFY_SELF);
     self->config.announce_batch    = config->announce_batch;
     self->config.hold_slots        = config->hold_slots;
+    self->config.bundle            = config->bundle;
     self->config.print_stats       = config->print_stats;
     self->config.gid_index         = config->gid_index;
     self->config.sl                = config->sl;

@@ -79,6 +79,7 @@ typedef struct uct_hipower_iface_config {
     unsigned                     max_eps;
     unsigned                     shared_max_eps;
     int                          hold_slots;
+    int                          bundle;
     int                          print_stats;
     ucs_ternary_auto_value_t     mem_windows;
     unsigned                     gid_index;
@@ -179,6 +180,8 @@ typedef struct uct_hipower_iface {
         /* Endpoints whose last requests may be unsignaled: what a
          * recall looks at (uct_hipower_ep_note_trailing()) */
         ucs_list_link_t          trailing_eps;
+        /* Endpoints with a bundle open: event arm says busy until none */
+        unsigned                 bundles_open;
     } tx;
 
     struct {
@@ -215,6 +218,7 @@ typedef struct uct_hipower_iface {
         uct_hipower_notify_t     notify;
         unsigned                 announce_batch;
         int                      hold_slots;   /* Handlers may keep slots */
+        int                      bundle;       /* Bundles sent and taken */
         int                      windows;      /* Peers' regions behind
                                                   type-2 windows */
         int                      print_stats;
@@ -363,6 +367,9 @@ unsigned uct_hipower_iface_progress_async(uct_hipower_iface_t *iface);
 ucs_status_t uct_hipower_iface_progress_pending(uct_hipower_iface_t *iface);
 
 unsigned uct_hipower_iface_progress(uct_iface_h tl_iface);
+
+/* Posts the open bundles that can go now; returns how many stay open */
+unsigned uct_hipower_iface_post_bundles(uct_hipower_iface_t *iface);
 
 /* Polls the send CQ and handles what it finds; returns how many */
 unsigned uct_hipower_iface_poll_cq(uct_hipower_iface_t *iface);

@@ -4,6 +4,8 @@
 #ifndef UCT_HIPOWER_SLOT_H_
 #define UCT_HIPOWER_SLOT_H_
 
+#include "hipower_bundle.h"
+
 #include <ucs/type/status.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -88,6 +90,16 @@ static inline int hipower_slot_trailer_is_none(uint64_t trailer)
 {
     return (uint32_t)trailer == 0 &&
            ((unsigned)(trailer >> 32) & 0xff) == HIPOWER_SLOT_AM_NONE;
+}
+
+/* Whether an arrived trailer (key matched) is that of a bundle frame
+ * (hipower_bundle.h) whose length fits a slot of @a max_payload bytes of
+ * data: its records are checked as they are walked */
+static inline int hipower_slot_trailer_is_bundle(uint64_t trailer,
+                                                 size_t max_payload)
+{
+    return ((unsigned)(trailer >> 32) & 0xff) == HIPOWER_SLOT_AM_BUNDLE &&
+           (uint32_t)trailer <= max_payload;
 }
 
 /* Ack word flags (bits 32..63, see above) */

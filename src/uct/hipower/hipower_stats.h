@@ -31,6 +31,10 @@
     _f(rx_completions)   /* Receive completions polled, wake-up CQ included: \
                             one per woken sleep and peer, none per message */ \
     _f(pool_empty)       /* Sends refused: no free peer slot */ \
+    _f(tx_bundles)       /* Bundle frames sent (UCX_HIPOWER_BUNDLE) */ \
+    _f(tx_bundled)       /* Messages in them, counted in tx_msgs */ \
+    _f(rx_bundles)       /* Bundle frames received */ \
+    _f(rx_bundled)       /* Messages in them, counted in rx_msgs */ \
     _f(tx_queue_full)    /* Sends refused: no send queue / CQ room */ \
     _f(pending_dispatch) /* Pending requests dispatched */ \
     _f(wakeup_writes)    /* Announces sent with immediate: peer was asleep */ \

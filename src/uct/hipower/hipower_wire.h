@@ -38,7 +38,12 @@ typedef struct uct_hipower_ep_addr {
     uint32_t                     ctrl_write_rkey; /* REMOTE_WRITE */
     uint8_t                      notify;          /* uct_hipower_notify_t */
     uint8_t                      path_mtu;        /* enum ibv_mtu */
+    uint8_t                      flags;           /* UCT_HIPOWER_EP_ADDR_FLAG_xx */
 } UCS_S_PACKED uct_hipower_ep_addr_t;
+
+/* The endpoint takes bundle frames (hipower_bundle.h): its interface has
+ * UCX_HIPOWER_BUNDLE=y */
+#define UCT_HIPOWER_EP_ADDR_FLAG_BUNDLES  0x01
 
 
 /* What a peer writes into its state word in our control region; anything

@@ -1,0 +1,183 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+/*
+ * Bundles, sender side (UCX_HIPOWER_BUNDLE, docs/protocol.md 2.1). A short
+ * or bcopy active message that cannot be posted when it is sent -- no free
+ * slot of the peer, no room in the send queue or completion queue -- is
+ * packed into the endpoint's open bundle instead of being refused, and so
+ * is every later one until the bundle has gone (the endpoint's order). The
+ * bundle is one frame (hipower_bundle.h) that one RDMA_WRITE carries into
+ * one slot: many messages for the price of one work request, one packet
+ * for small ones, one trailer, one slot of the receiver.
+ *
+ * A message that can be posted is never held back: a bundle opens only
+ * when a send would otherwise be refused, and it goes out as soon as there
+ * is room -- with the message that finds room, from the interface's
+ * progress (the endpoint stays in iface->pending_eps while its bundle is
+ * open), from flush, and before an event arm lets the process sleep. Zero
+ * copy and RMA operations let it go first (uct_hipower_ep_bundle_first()).
+ * A bundle of one message goes as that message's own frame.
+ */
+
+#include "hipower_ep.h"
+
+#include <ucs/debug/log.h>
+#include <string.h>
+
+
+static ucs_status_t uct_hipower_ep_bundle_open(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uct_hipower_tx_op_t *op;
+
+    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_SEND, NULL);
+    if (op == NULL) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    /* The buffer holds the largest message, its record header and pad
+     * and a trailer (UCT_HIPOWER_BCOPY_SLACK covers header and pad);
+     * uct_hipower_ep_bundle_fits() keeps a frame of more than one message
+     * within a slot */
+    hipower_bundle_init(&ep->tx.bundle.frame, uct_hipower_tx_op_buffer(op),
+                        iface->config.max_payload +
+                        2 * HIPOWER_BUNDLE_HDR_SIZE);
+    ep->tx.bundle.op  = op;
+    ep->flags        |= UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN;
+    ++iface->tx.bundles_open;
+    /* Progress posts it once there is room */
+    uct_hipower_ep_add_pending_list(ep);
+    return UCS_OK;
+}
+
+static void uct_hipower_ep_bundle_closed(uct_hipower_ep_t *ep)
+{
+    ep->flags      &= ~UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN;
+    ep->tx.bundle.op = NULL;
+    --uct_hipower_ep_iface(ep)->tx.bundles_open;
+}
+
+/* Posts the open bundle if it can go now; nothing else on failure */
+static ucs_status_t uct_hipower_ep_bundle_send(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    hipower_bundle_t *frame    = &ep->tx.bundle.frame;
+    uct_hipower_tx_op_t *op    = ep->tx.bundle.op;
+    uint32_t count, length;
+    ucs_status_t status;
+    uint8_t am_id;
+    uint8_t *data;
+    uint64_t hdr;
+
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+        return UCS_OK;
+    }
+
+    status = uct_hipower_ep_tx_room(ep, 0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    count = frame->count;
+    if (count == 1) {
+        /* One message: its own frame, as if it had gone when sent */
+        memcpy(&hdr, frame->base, sizeof(hdr));
+        am_id  = (uint8_t)(hdr >> 32);
+        length = (uint32_t)hdr;
+        data   = frame->base + HIPOWER_BUNDLE_HDR_SIZE;
+    } else {
+        am_id  = HIPOWER_SLOT_AM_BUNDLE;
+        length = frame->length;
+        data   = frame->base;
+    }
+
+    /* The trailer right after the frame, in the same buffer */
+    status = uct_hipower_ep_send_frame(ep, data, length, am_id, op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    uct_hipower_ep_bundle_closed(ep);
+    /* Counted as messages, as the receiver counts them */
+    iface->stats.tx_msgs += count - 1;
+    if (count > 1) {
+        iface->stats.tx_bundles++;
+        iface->stats.tx_bundled += count;
+    }
+    return UCS_OK;
+}
+
+ucs_status_t uct_hipower_ep_bundle_post(uct_hipower_ep_t *ep)
+{
+    ucs_status_t status = uct_hipower_ep_bundle_send(ep);
+
+    if ((status != UCS_OK) && (status != UCS_ERR_NO_RESOURCE) &&
+        !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+        /* Nothing of it went out, and its messages were accepted: the
+         * endpoint cannot keep its promise, and says so */
+        uct_hipower_ep_set_failed(ep, status);
+    }
+    return status;
+}
+
+ucs_status_t uct_hipower_ep_bundle_add(uct_hipower_ep_t *ep, uint8_t am_id,
+                                       const void *hdr, unsigned hdr_length,
+                                       const void *data, unsigned length)
+{
+    uint32_t total = hdr_length + length;
+    ucs_status_t status;
+    uint8_t *dst;
+
+    if (!uct_hipower_ep_bundle_fits(ep, total)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+        status = uct_hipower_ep_bundle_open(ep);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    dst = hipower_bundle_append(&ep->tx.bundle.frame, am_id, total);
+    memcpy(dst, hdr, hdr_length);
+    memcpy(dst + hdr_length, data, length);
+
+    /* Accepted. If there is room now (a completion or a slot came back
+     * since the last refusal), everything goes at once; if not, progress,
+     * flush or arm sends it, and a failed post fails the endpoint, which
+     * reports it: the message itself was accepted. */
+    (void)uct_hipower_ep_bundle_post(ep);
+    return UCS_OK;
+}
+
+void uct_hipower_ep_bundle_drop(uct_hipower_ep_t *ep)
+{
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+        return;
+    }
+
+    ucs_debug(UCT_HIPOWER_EP_FMT ": %u bundled message(s) dropped unsent",
+              UCT_HIPOWER_EP_ARG(ep), ep->tx.bundle.frame.count);
+    ucs_mpool_put_inline(ep->tx.bundle.op);
+    uct_hipower_ep_bundle_closed(ep);
+}
+
+void uct_hipower_ep_bundle_leave(uct_hipower_ep_t *ep)
+{
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+        return;
+    }
+
+    /* As the messages posted before: they go if they can (the user did
+     * not flush, so nothing says whether they arrive) */
+    if ((ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
+        (uct_hipower_ep_bundle_send(ep) != UCS_OK)) {
+        uct_hipower_ep_bundle_drop(ep);
+    }
+}

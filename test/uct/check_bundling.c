@@ -1,0 +1,355 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ *
+ * Bundles (UCX_HIPOWER_BUNDLE, issue 26) through UCT's API, on the rig's
+ * devices and on the simulated device: messages that find no slot are
+ * accepted into one frame that leaves when room returns, in order with
+ * everything else the endpoint sends; a lone message still goes alone; a
+ * hostile frame whose records lie fails only its own endpoint; a bundle
+ * open when the endpoint is canceled or destroyed costs nothing else.
+ * Every message is checksummed and its order checked by the fixture's
+ * handler.
+ */
+#include "fixture.h"
+
+#include "hipower_iface.h"
+#include "hipower_ep.h"
+
+
+static uct_hipower_iface_t *iface_of(side_t *side)
+{
+    return ucs_derived_of(side->iface, uct_hipower_iface_t);
+}
+
+static uct_hipower_ep_t *ep_of(uct_ep_h ep)
+{
+    return ucs_derived_of(ep, uct_hipower_ep_t);
+}
+
+static int pull_mode(void)
+{
+    return !strcmp(getenv("UCX_HIPOWER_NOTIFY") ? : "self", "pull");
+}
+
+/* Sends short and bcopy messages of about @a length bytes on pair @a p,
+ * without any progress, until the transport refuses one (or @a max were
+ * accepted); returns how many it accepted */
+static unsigned send_until_refused(int p, size_t length, unsigned max)
+{
+    ucs_status_t status = UCS_OK;
+    unsigned n;
+
+    for (n = 0; n < max; ++n) {
+        status = send_one(&pairs[p], p, 1 + (n % 3),
+                          fit_length(length + (n % 5), n % 2), n % 2);
+        if (status != UCS_OK) {
+            break;
+        }
+    }
+    ck_assert_msg((n == max) || (status == UCS_ERR_NO_RESOURCE),
+                  "send %u: %s", n, ucs_status_string(status));
+    return n;
+}
+
+/* Progresses @a a / @a b until B received @a count in all, bounded */
+static void progress_until_received(uint64_t count, int a, int b)
+{
+    unsigned spins;
+
+    for (spins = 0; (received < count) && (spins < 20000000); ++spins) {
+        progress(a, b);
+    }
+}
+
+/*
+ * B does not progress: A's first messages take B's slots, the next ones
+ * are accepted into a bundle (not refused), until it is full. They wait
+ * for A (delivery of what was posted does not: B alone gets exactly its
+ * slots' worth); event arm says busy and flush waits while the bundle is
+ * open; once A progresses, the bundle goes as one frame into one slot and
+ * B delivers every message, in order, intact.
+ */
+START_TEST(test_bundle_when_no_slot)
+{
+    uct_hipower_iface_t *ia, *ib;
+    unsigned slots, accepted, spins;
+    ucs_status_t status;
+    uint64_t direct;
+
+    setup_pairs(1);
+    hold_probability = 0;
+    ia    = iface_of(&side_a);
+    ib    = iface_of(&side_b);
+    slots = b_slots(0);
+
+    accepted = send_until_refused(0, 40, 100000);
+    direct   = ia->stats.tx_msgs; /* Frames of their own: no bundle went */
+    printf("bundles: %u messages accepted without progress by a receiver "
+           "with %u slots, %" PRIu64 " of them posted\n", accepted, slots,
+           direct);
+    ck_assert_uint_le(direct, slots);
+    ck_assert_msg(accepted > direct, "%u messages accepted, %" PRIu64
+                  " posted: none bundled", accepted, direct);
+    ck_assert_uint_eq(ia->tx.bundles_open, 1);
+    ck_assert(ep_of(pairs[0].ep_a)->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
+    ck_assert_uint_eq(ia->stats.tx_bundles, 0);
+
+    if (side_a.attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV) {
+        ck_assert_int_eq(uct_iface_event_arm(side_a.iface, UCT_EVENT_RECV),
+                         UCS_ERR_BUSY);
+    }
+
+    if (!pull_mode()) {
+        /* (Pull: the sender publishes what landed at its own progress) */
+        for (spins = 0; spins < 200000; ++spins) {
+            progress(0, 1);
+        }
+        ck_assert_msg(received == direct, "with the sender silent, %" PRIu64
+                      " of the %" PRIu64 " messages posted were delivered",
+                      received, direct);
+    }
+
+    /* The bundle waits for a slot: a recycle READ must complete first */
+    status = uct_ep_flush(pairs[0].ep_a, 0, NULL);
+    ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
+
+    flush_all();
+    progress_until_received(accepted, 1, 1);
+    ck_assert_uint_eq(received, accepted);
+    ck_assert_uint_eq(ia->tx.bundles_open, 0);
+    ck_assert_uint_ge(ia->stats.tx_bundles, 1);
+    ck_assert_uint_eq(ia->stats.tx_bundled, ib->stats.rx_bundled);
+    ck_assert_uint_eq(ib->stats.rx_bundles, ia->stats.tx_bundles);
+    printf("bundles: %" PRIu64 " bundle(s) carried %" PRIu64 " messages; "
+           "%" PRIu64 " frames for %u messages\n", ia->stats.tx_bundles,
+           ia->stats.tx_bundled, ia->stats.rdma_writes, accepted);
+    ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * A message that can go, goes: messages sent one at a time to a receiver
+ * that keeps up are never bundled (a lone message's packets and latency
+ * stay those of one frame)
+ */
+START_TEST(test_bundle_only_when_refused)
+{
+    uct_hipower_iface_t *ia;
+    unsigned i;
+
+    setup_pairs(1);
+    hold_probability = 0;
+    ia = iface_of(&side_a);
+    for (i = 0; i < 200; ++i) {
+        ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(40 + i, i % 2),
+                                  i % 2), UCS_OK);
+        flush_all();
+        progress_until_received(i + 1, 1, 1);
+        ck_assert_uint_eq(received, i + 1);
+    }
+    ck_assert_uint_eq(ia->stats.tx_bundles, 0);
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * Order across bundles, frames of their own, zero-copy and pending
+ * requests (what broke Open MPI openib's coalescing, ompi#2161 and #343):
+ * A sends 2,000 messages of every kind while B progresses now and then;
+ * what is refused goes to the pending queue, and everything after it too.
+ * B gets each message once, in order, intact; nothing deadlocks.
+ */
+START_TEST(test_bundle_keeps_order)
+{
+    enum { N = 2000 };
+    static pending_send_t reqs[N];
+    uct_hipower_iface_t *ia;
+    unsigned i, queued = 0, spins;
+    ucs_status_t status;
+    size_t length;
+    int layout;
+
+    setup_pairs(1);
+    hold_probability = 0;
+    ia = iface_of(&side_a);
+    alloc_zbufs();
+    for (i = 0; i < N; ++i) {
+        /* Mostly small short and bcopy messages, some zero-copy, some
+         * large */
+        layout = ((i % 7) == 3) ? 2 : (int)(i % 2);
+        length = ((i % 11) == 5) ? fit_length(4000, layout) :
+                 fit_length(24 + (i * 13) % 200, layout);
+        status = (queued > 0) ? UCS_ERR_NO_RESOURCE :
+                 send_one(&pairs[0], 0, 1, length, layout);
+        if (status != UCS_OK) {
+            ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
+            reqs[queued].req.func = pending_cb;
+            reqs[queued].pair     = &pairs[0];
+            reqs[queued].pair_idx = 0;
+            reqs[queued].length   = fit_length(length, 1);
+            reqs[queued].done     = 0;
+            status = uct_ep_pending_add(pairs[0].ep_a, &reqs[queued].req, 0);
+            if (status == UCS_ERR_BUSY) {
+                --i; /* Room came back: send it again */
+                continue;
+            }
+            ck_assert_int_eq(status, UCS_OK);
+            ++queued;
+        }
+        if ((i % 97) == 96) {
+            /* The receiver catches up a little, the sender sends what
+             * waits (bundle, pending requests) */
+            for (spins = 0; spins < 50; ++spins) {
+                progress(0, 1);
+            }
+            progress(1, 0);
+            if ((queued > 0) && reqs[queued - 1].done) {
+                queued = 0;
+            }
+        }
+    }
+    for (spins = 0; (queued > 0) && !reqs[queued - 1].done &&
+                    (spins < 20000000); ++spins) {
+        progress(1, 1);
+    }
+    ck_assert(queued == 0 || reqs[queued - 1].done);
+    flush_all();
+    progress_until_received(N, 1, 1);
+    ck_assert_uint_eq(received, N);
+    ck_assert_uint_eq(pairs[0].expected_seq, pairs[0].next_seq);
+    printf("bundles: %u messages in order, %" PRIu64 " bundle(s) carried %"
+           PRIu64 " of them, %" PRIu64 " pending dispatches\n", N,
+           ia->stats.tx_bundles, ia->stats.tx_bundled,
+           ia->stats.pending_dispatch);
+    ck_assert_uint_ge(ia->stats.tx_bundles, 1);
+    free_zbufs();
+    ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * A bundle is open when its endpoint goes: flush(CANCEL) drops it (no
+ * error reported, the user asked), uct_ep_destroy() without a flush drops
+ * it when it cannot go; a third pair's traffic is untouched, and the
+ * interfaces close clean with a bundle still open on a fourth (valgrind on
+ * the rig: nothing leaked).
+ */
+START_TEST(test_bundle_dies_with_endpoint)
+{
+    unsigned p, slots;
+
+    setup_pairs(4);
+    hold_probability = 0;
+    slots = b_slots(0);
+    for (p = 0; p < 2; ++p) {
+        ck_assert_uint_gt(send_until_refused(p, 40, 100000), slots);
+        ck_assert(ep_of(pairs[p].ep_a)->flags &
+                  UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
+    }
+    ck_assert_uint_eq(iface_of(&side_a)->tx.bundles_open, 2);
+
+    ck_assert_int_eq(uct_ep_flush(pairs[0].ep_a, UCT_FLUSH_FLAG_CANCEL,
+                                  NULL), UCS_OK);
+    ck_assert(!(ep_of(pairs[0].ep_a)->flags &
+                UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN));
+    uct_ep_destroy(pairs[1].ep_a);
+    pairs[1].ep_a = NULL;
+    ck_assert_uint_eq(iface_of(&side_a)->tx.bundles_open, 0);
+    ck_assert_uint_eq(ep_errors_a, 0);
+
+    /* Another pair carries traffic as before */
+    for (p = 0; p < 100; ++p) {
+        while (send_one(&pairs[2], 2, 1, 64, p % 2) == UCS_ERR_NO_RESOURCE) {
+            progress(1, 1);
+        }
+    }
+    while (uct_ep_flush(pairs[2].ep_a, 0, NULL) != UCS_OK) {
+        progress(1, 1);
+    }
+    for (p = 0; (pairs[2].expected_seq < 100) && (p < 20000000); ++p) {
+        progress(1, 1);
+    }
+    ck_assert_uint_eq(pairs[2].expected_seq, 100);
+    ck_assert_uint_eq(ep_errors_a, 0);
+
+    /* A bundle still open as the interfaces close */
+    ck_assert_uint_gt(send_until_refused(3, 40, 100000), slots);
+    ck_assert_uint_eq(iface_of(&side_a)->tx.bundles_open, 1);
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * A hostile peer's bundle (self mode): A writes, as B's next message, a
+ * bundle frame with the right key whose first record is an honest message
+ * and whose second says it is longer than what is left of the frame. B
+ * delivers the first, then fails the endpoint (UCS_ERR_IO_ERROR, once)
+ * without reading past the frame; the other endpoint goes on.
+ */
+START_TEST(test_bundle_hostile_lengths)
+{
+    uct_hipower_ep_addr_t addr;
+    uint8_t image[512];
+    uint32_t seq = 16, frame_length, msg_length = 40;
+    uint64_t hdr;
+    unsigned i;
+
+    if (strcmp(getenv("UCX_HIPOWER_NOTIFY") ? : "self", "self")) {
+        printf("bundles: hostile frame: self mode only\n");
+        return;
+    }
+    setup_pairs(2);
+    hold_probability = 0;
+    for (i = 0; i < seq; ++i) {
+        ck_assert_int_eq(send_one(&pairs[0], 0, 1, 64, 1), UCS_OK);
+    }
+    flush_all();
+    progress_until_received(seq, 1, 1);
+    ck_assert_uint_eq(received, seq);
+    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_b,
+                                        (uct_ep_addr_t*)&addr), UCS_OK);
+    ck_assert_uint_eq(addr.align, 1);
+
+    /* Message seq + 1 of B's: [record: an intact message][record: a
+     * header whose length leaves the frame, and 8 bytes][trailer], built
+     * byte by byte as a peer would (docs/protocol.md 2.1) */
+    memset(image, 0, sizeof(image));
+    hdr = (uint64_t)msg_length | ((uint64_t)1 << 32);
+    memcpy(image, &hdr, sizeof(hdr));
+    fill_message(image + 8, 0, seq + 1, 1, msg_length);
+    hdr = (uint64_t)100000 | ((uint64_t)1 << 32);
+    memcpy(image + 8 + msg_length, &hdr, sizeof(hdr));
+    frame_length = 8 + msg_length + 8 + 8;
+    hipower_slot_trailer_store(image + frame_length, HIPOWER_SLOT_AM_BUNDLE,
+                               frame_length, seq + 1, 0);
+    /* B delivers message seq, the bundle's first record, then fails */
+    hostile_frame_fails(&addr, seq, image, frame_length + 16, 1,
+                        "a bundle whose second record leaves the frame");
+    ck_assert_uint_eq(iface_of(&side_b)->stats.rx_bundled, 1);
+    teardown_pairs();
+}
+END_TEST
+
+#define BUNDLE_CASE(_suite, _name) \
+    { \
+        TCase *_tc = tcase_create(#_name); \
+        tcase_set_tags(_tc, #_name); \
+        tcase_set_timeout(_tc, 600); \
+        tcase_add_test(_tc, test_##_name); \
+        suite_add_tcase(_suite, _tc); \
+    }
+
+void add_bundle_tests(Suite *suite)
+{
+    BUNDLE_CASE(suite, bundle_when_no_slot);
+    BUNDLE_CASE(suite, bundle_only_when_refused);
+    BUNDLE_CASE(suite, bundle_keeps_order);
+    BUNDLE_CASE(suite, bundle_dies_with_endpoint);
+    BUNDLE_CASE(suite, bundle_hostile_lengths);
+}
