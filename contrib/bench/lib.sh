@@ -23,7 +23,8 @@ mkdir -p "$BENCH_OUT/notes" "$BENCH_OUT/raw"
 read -r -a BENCH_DEVICES <<< "${HIPOWER_RIG_DEVICES:-}"
 
 # Table columns are transport names: rc_verbs, hipower (UCX_HIPOWER_NOTIFY=
-# self, the default), hipower-push (the strict mode), hipower-pull (the
+# self, the default), hipower-nobundle (self with UCX_HIPOWER_BUNDLE=n: what
+# bundling changes), hipower-push (the strict mode), hipower-pull (the
 # paper's), ud_verbs, or "device" for the raw verbs ceiling (perftest, no
 # UCX); the report orders them and takes every ratio to rc_verbs.
 
@@ -62,7 +63,7 @@ bench_log() {
 bench_ucp_env() {
     case "$1" in
         rc_verbs)     echo "UCX_TLS=rc_verbs,ud_verbs:aux,self" ;;
-        hipower|hipower-push|hipower-pull)
+        hipower|hipower-nobundle|hipower-push|hipower-pull)
                       echo "UCX_TLS=hipower,ud_verbs:aux,self $(bench_notify_env "$1")" ;;
         ud_verbs)     echo "UCX_TLS=ud_verbs,self" ;;
         tcp)          echo "UCX_TLS=tcp,self" ;;
@@ -94,6 +95,7 @@ bench_notify_env() {
     case "$1" in
         hipower-push) echo UCX_HIPOWER_NOTIFY=push ;;
         hipower-pull) echo UCX_HIPOWER_NOTIFY=pull ;;
+        hipower-nobundle) echo UCX_HIPOWER_NOTIFY=self UCX_HIPOWER_BUNDLE=n ;;
         *)            echo UCX_HIPOWER_NOTIFY=self ;;
     esac
 }
