@@ -401,6 +401,33 @@ uct_hipower_ep_may_bundle(uct_hipower_ep_t *ep, ucs_status_t status)
            (ep->tx.ring.num_slots > 0);
 }
 
+/*
+ * Where a short or bcopy message of @a length bytes goes when it does not
+ * take am_short's fast path: a frame of its own, now (UCS_OK); the
+ * endpoint's bundle (UCS_INPROGRESS); or nowhere yet (UCS_ERR_NO_RESOURCE,
+ * or an error). An open bundle keeps the endpoint's order: the message
+ * joins it, or the bundle goes first.
+ */
+static ucs_status_t uct_hipower_ep_am_place(uct_hipower_ep_t *ep,
+                                            uint32_t length)
+{
+    ucs_status_t status;
+
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
+        if (uct_hipower_ep_bundle_fits(ep, length)) {
+            return UCS_INPROGRESS;
+        }
+        /* Too large for what is left: the bundle goes first */
+        status = uct_hipower_ep_bundle_post(ep);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    status = uct_hipower_ep_tx_room(ep, 1);
+    return uct_hipower_ep_may_bundle(ep, status) ? UCS_INPROGRESS : status;
+}
+
 /* am_short of an endpoint without UCT_HIPOWER_EP_FLAG_ONE_WRITE, or one
  * that cannot go out right away: off the fast path */
 static UCS_F_NOINLINE ucs_status_t
@@ -414,27 +441,10 @@ uct_hipower_ep_am_short_slow(uct_hipower_ep_t *ep, uint8_t id, uint64_t hdr,
         return status;
     }
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
-        /* Earlier messages wait in the bundle: this one goes after them,
-         * in it if it fits (and with it, if it can go now) */
-        status = uct_hipower_ep_bundle_add(ep, id, &hdr, sizeof(hdr), buffer,
-                                           length);
-        if (status != UCS_ERR_NO_RESOURCE) {
-            return status;
-        }
-        /* Too large for what is left: the bundle goes first */
-        status = uct_hipower_ep_bundle_post(ep);
-        if (status != UCS_OK) {
-            return status;
-        }
-    }
-
-    status = uct_hipower_ep_tx_room(ep, 1);
+    status = uct_hipower_ep_am_place(ep, sizeof(hdr) + length);
     if (ucs_likely(status == UCS_OK)) {
         return uct_hipower_ep_am_short_frame(ep, id, hdr, buffer, length, 0);
-    }
-
-    if (uct_hipower_ep_may_bundle(ep, status)) {
+    } else if (status == UCS_INPROGRESS) {
         return uct_hipower_ep_bundle_add(ep, id, &hdr, sizeof(hdr), buffer,
                                          length);
     }
@@ -560,23 +570,16 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     }
 
     if (ucs_unlikely(bundle)) {
-        if (uct_hipower_ep_bundle_fits(ep, length)) {
+        /* Into the open bundle, or a new one (nothing could be posted a
+         * moment ago); or, when the open one has no room left for it, that
+         * bundle goes first, then this message. (A refusal then comes after
+         * the packer ran, which UCP allows: it keeps its send state until a
+         * send succeeds.) */
+        status = (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ?
+                 uct_hipower_ep_am_place(ep, length) : UCS_INPROGRESS;
+        if (status == UCS_INPROGRESS) {
             return uct_hipower_ep_am_bcopy_bundle(ep, id, op, length);
-        }
-
-        /* Too large for what is left of the bundle: it goes first, then
-         * this message, in a frame of its own or in a new bundle. (A
-         * refusal now comes after the packer ran, which UCP allows: it
-         * keeps its send state until a send succeeds.) */
-        status = uct_hipower_ep_bundle_post(ep);
-        if (status == UCS_OK) {
-            status = uct_hipower_ep_tx_room(ep, 1);
-        }
-        if (status != UCS_OK) {
-            if (uct_hipower_ep_may_bundle(ep, status) &&
-                !(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
-                return uct_hipower_ep_am_bcopy_bundle(ep, id, op, length);
-            }
+        } else if (status != UCS_OK) {
             ucs_mpool_put_inline(op);
             return status;
         }
