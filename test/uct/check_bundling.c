@@ -233,6 +233,96 @@ START_TEST(test_bundle_keeps_order)
 END_TEST
 
 /*
+ * One doorbell per burst (issue 26, item 2). Requests that waited in the
+ * pending queue go out together: A fills B's slots, queues K requests
+ * (mixed short and bcopy), and once B's slots come back one dispatch
+ * gathers them all into one bundle -- one frame, one work request -- in
+ * order and intact. A stream to a receiver that keeps up never gathers,
+ * and the recycle READ that a message makes due goes in that message's
+ * chain: one ibv_post_send() for both.
+ */
+START_TEST(test_bundle_gathers_pending)
+{
+    enum { K = 12 };
+    static pending_send_t reqs[K];
+    uct_hipower_iface_t *ia;
+    uct_hipower_ep_t *ep;
+    uint64_t posted, writes, doorbells, reads;
+    unsigned i;
+
+    setup_pairs(1);
+    hold_probability = 0;
+    ia = iface_of(&side_a);
+    ep = ep_of(pairs[0].ep_a);
+
+    /* A stream B keeps up with: no gathering; its recycle READs ride in
+     * the chains of the messages that made them due */
+    for (i = 0; i < 300; ++i) {
+        while (send_one(&pairs[0], 0, 1, fit_length(24 + i % 40, i % 2),
+                        i % 2) == UCS_ERR_NO_RESOURCE) {
+            progress(1, 1);
+        }
+        if ((i % 8) == 7) {
+            progress(1, 1);
+        }
+    }
+    flush_all();
+    progress_until_received(300, 1, 1);
+    ck_assert_uint_eq(received, 300);
+    printf("bundles: 300 messages streamed: %" PRIu64 " doorbells for %"
+           PRIu64 " writes and %" PRIu64 " recycle reads (%" PRIu64
+           " chained), %" PRIu64 " gathered\n", ia->stats.doorbells,
+           ia->stats.rdma_writes, ia->stats.bitmap_reads,
+           ia->stats.chained_reads, ia->stats.tx_gathered);
+    ck_assert_uint_eq(ia->stats.tx_gathered, 0);
+    if (ia->stats.bitmap_reads > 0) {
+        ck_assert_uint_ge(ia->stats.chained_reads, 1);
+    }
+
+    /* B stops; A takes every slot B gave it, one frame each */
+    for (i = 0; hipower_tx_ring_free(&ep->tx.ring) > 0; ++i) {
+        ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(40, i % 2),
+                                  i % 2), UCS_OK);
+        ck_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN));
+    }
+    posted = 300 + i;
+    for (i = 0; i < K; ++i) {
+        reqs[i].req.func = pending_cb;
+        reqs[i].pair     = &pairs[0];
+        reqs[i].pair_idx = 0;
+        reqs[i].length   = fit_length(24 + 8 * i, 1);
+        reqs[i].done     = 0;
+        ck_assert_int_eq(uct_ep_pending_add(pairs[0].ep_a, &reqs[i].req, 0),
+                         UCS_OK);
+    }
+
+    writes    = ia->stats.rdma_writes;
+    doorbells = ia->stats.doorbells;
+    reads     = ia->stats.bitmap_reads;
+    /* B catches up; as its slots come back, the first dispatch sends
+     * all K */
+    progress_until_received(posted + K, 1, 1);
+    ck_assert_uint_eq(received, posted + K);
+    ck_assert(reqs[K - 1].done);
+    printf("bundles: %u pending requests: %" PRIu64 " write(s), %" PRIu64
+           " doorbell(s) (%" PRIu64 " recycle read(s)), %" PRIu64
+           " gathered bundle(s)\n", K, ia->stats.rdma_writes - writes,
+           ia->stats.doorbells - doorbells, ia->stats.bitmap_reads - reads,
+           ia->stats.tx_gathered);
+    ck_assert_uint_eq(ia->stats.tx_gathered, 1);
+    /* One frame (and push mode's bitmap word): not K */
+    ck_assert_uint_le(ia->stats.rdma_writes - writes, 2);
+    /* K posts without gathering; the frame's, a recycle READ's and pull
+     * mode's own reads here */
+    ck_assert_uint_lt(ia->stats.doorbells - doorbells, K / 2);
+    ck_assert_uint_eq(pairs[0].expected_seq, pairs[0].next_seq);
+    ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/*
  * A bundle is open when its endpoint goes: flush(CANCEL) drops it (no
  * error reported, the user asked), uct_ep_destroy() without a flush drops
  * it when it cannot go; a third pair's traffic is untouched, and the
@@ -350,6 +440,7 @@ void add_bundle_tests(Suite *suite)
     BUNDLE_CASE(suite, bundle_when_no_slot);
     BUNDLE_CASE(suite, bundle_only_when_refused);
     BUNDLE_CASE(suite, bundle_keeps_order);
+    BUNDLE_CASE(suite, bundle_gathers_pending);
     BUNDLE_CASE(suite, bundle_dies_with_endpoint);
     BUNDLE_CASE(suite, bundle_hostile_lengths);
 }

@@ -377,10 +377,63 @@ ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
 }
 
 /*
- * One signaled RDMA_READ of a peer bitmap into @a local; @a flag marks it
+ * One RDMA_READ of a peer bitmap into @a local, built in @a wr and @a sge
+ * for a chain of @a nwr requests that ends with it; @a flag marks it
  * outstanding (one at a time, so copies are applied in the order read).
- * Never to a peer that closed its endpoint. Returns 1 if posted.
+ * Never to a peer that closed its endpoint. Returns the op it completes,
+ * NULL if it cannot go now.
  */
+static uct_hipower_tx_op_t *
+uct_hipower_ep_bitmap_read_wr(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
+                              uint32_t flag, void *local, uint32_t num_slots,
+                              uint32_t lkey, uint64_t remote_addr,
+                              struct ibv_send_wr *wr, struct ibv_sge *sge,
+                              unsigned nwr)
+{
+    uct_hipower_tx_op_t *op;
+
+    if ((ep->flags & flag) || !(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) ||
+        (ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
+                      UCT_HIPOWER_EP_FLAG_CANCELED |
+                      UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ||
+        !uct_hipower_ep_has_room(ep, nwr)) {
+        return NULL;
+    }
+
+    op = uct_hipower_ep_op_get(ep, type, NULL);
+    if (op == NULL) {
+        return NULL;
+    }
+
+    op->u.taken_at_read     = hipower_tx_ring_taken(&ep->tx.ring);
+    sge->addr               = (uintptr_t)local;
+    sge->length             = HIPOWER_BITMAP_WORDS(num_slots) *
+                              sizeof(hipower_bitmap_word_t);
+    sge->lkey               = lkey;
+    wr->opcode              = IBV_WR_RDMA_READ;
+    wr->send_flags          = 0;
+    wr->sg_list             = sge;
+    wr->num_sge             = 1;
+    wr->next                = NULL;
+    wr->wr.rdma.remote_addr = remote_addr;
+    wr->wr.rdma.rkey        = ep->peer.ctrl_read_rkey;
+    return op;
+}
+
+/* A chain that ended with the READ of @a op went out: @a flag marks it
+ * outstanding until its completion retires @a op */
+static void uct_hipower_ep_bitmap_read_posted(uct_hipower_ep_t *ep,
+                                              uct_hipower_tx_op_t *op,
+                                              uint32_t flag)
+{
+    op->sn        = ep->txqp.txq.sn - 1;
+    op->msg_count = ep->tx.msgs;
+    ucs_queue_push(&ep->txqp.outstanding, &op->queue);
+    ep->flags |= flag;
+}
+
+/* One signaled RDMA_READ of a peer bitmap, posted alone: see
+ * uct_hipower_ep_bitmap_read_wr(). Returns 1 if posted. */
 static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
                                            uct_hipower_op_type_t type,
                                            uint32_t flag, void *local,
@@ -391,30 +444,12 @@ static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
     struct ibv_sge sge;
     uct_hipower_tx_op_t *op;
 
-    if ((ep->flags & flag) || !(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) ||
-        (ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
-                      UCT_HIPOWER_EP_FLAG_CANCELED |
-                      UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ||
-        !uct_hipower_ep_has_room(ep, 1)) {
-        return 0;
-    }
-
-    op = uct_hipower_ep_op_get(ep, type, NULL);
+    op = uct_hipower_ep_bitmap_read_wr(ep, type, flag, local, num_slots, lkey,
+                                       remote_addr, &wr, &sge, 1);
     if (op == NULL) {
         return 0;
     }
 
-    op->u.taken_at_read    = hipower_tx_ring_taken(&ep->tx.ring);
-    sge.addr               = (uintptr_t)local;
-    sge.length             = HIPOWER_BITMAP_WORDS(num_slots) *
-                             sizeof(hipower_bitmap_word_t);
-    sge.lkey               = lkey;
-    wr.opcode              = IBV_WR_RDMA_READ;
-    wr.send_flags          = 0;
-    wr.sg_list             = &sge;
-    wr.num_sge             = 1;
-    wr.wr.rdma.remote_addr = remote_addr;
-    wr.wr.rdma.rkey        = ep->peer.ctrl_read_rkey;
     if (uct_hipower_ep_post(ep, &wr, &wr, 1, 1, op) != UCS_OK) {
         uct_hipower_op_release(op);
         return 0;
@@ -422,6 +457,15 @@ static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
 
     ep->flags |= flag;
     return 1;
+}
+
+/* Where the recycle READ reads: the receiver's consumed bitmap of our
+ * current epoch */
+static UCS_F_ALWAYS_INLINE uint64_t
+uct_hipower_ep_recycle_addr(uct_hipower_ep_t *ep)
+{
+    return ep->peer.consumed_addr + (ep->tx.epoch & 1) *
+           UCT_HIPOWER_BITMAP_WORDS * sizeof(hipower_bitmap_word_t);
 }
 
 /* The receiver's consumed bitmap, so that free slots come back in a batch.
@@ -434,12 +478,33 @@ void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep)
                                         ep->ctrl->peer_consumed,
                                         ep->tx.ring.num_slots,
                                         ep->ctrl_local_mr->lkey,
-                                        ep->peer.consumed_addr +
-                                        (ep->tx.epoch & 1) *
-                                        UCT_HIPOWER_BITMAP_WORDS *
-                                        sizeof(hipower_bitmap_word_t))) {
+                                        uct_hipower_ep_recycle_addr(ep))) {
         uct_hipower_ep_iface(ep)->stats.bitmap_reads++;
     }
+}
+
+uct_hipower_tx_op_t *
+uct_hipower_ep_recycle_read_wr(uct_hipower_ep_t *ep, struct ibv_send_wr *wr,
+                               struct ibv_sge *sge, unsigned nwr)
+{
+    if (ep->tx.ring.num_slots == 0) {
+        return NULL;
+    }
+    return uct_hipower_ep_bitmap_read_wr(ep, UCT_HIPOWER_OP_RECYCLE_READ,
+                                         UCT_HIPOWER_EP_FLAG_RECYCLE_READ,
+                                         ep->ctrl->peer_consumed,
+                                         ep->tx.ring.num_slots,
+                                         ep->ctrl_local_mr->lkey,
+                                         uct_hipower_ep_recycle_addr(ep), wr,
+                                         sge, nwr);
+}
+
+void uct_hipower_ep_recycle_read_posted(uct_hipower_ep_t *ep,
+                                        uct_hipower_tx_op_t *op)
+{
+    uct_hipower_ep_bitmap_read_posted(ep, op,
+                                      UCT_HIPOWER_EP_FLAG_RECYCLE_READ);
+    uct_hipower_ep_iface(ep)->stats.bitmap_reads++;
 }
 
 void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep)
@@ -557,6 +622,13 @@ unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep)
     return count;
 }
 
+/* More than one request queued (ucs_queue has no O(1) length) */
+static int uct_hipower_ep_pending_several(uct_hipower_ep_t *ep)
+{
+    return !ucs_queue_is_empty(&ep->pending_q) &&
+           !ucs_queue_is_tail(&ep->pending_q, ep->pending_q.head);
+}
+
 int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
@@ -575,6 +647,12 @@ int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep)
      * room stays first; the next completion or recycle lists us again.
      * Without room, a request may still go into a bundle. */
     ep->flags |= UCT_HIPOWER_EP_FLAG_DISPATCHING;
+    if ((ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLES) &&
+        (ep->tx.ring.num_slots > 0) &&
+        uct_hipower_ep_pending_several(ep)) {
+        /* They waited: one bundle for all of them, posted below */
+        ep->flags |= UCT_HIPOWER_EP_FLAG_GATHER;
+    }
     while (!ucs_queue_is_empty(&ep->pending_q) &&
            !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) &&
            (uct_hipower_ep_has_room(ep, 1) ||
@@ -596,6 +674,15 @@ int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep)
         }
     }
     ep->flags &= ~UCT_HIPOWER_EP_FLAG_DISPATCHING;
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_GATHER) {
+        ep->flags &= ~UCT_HIPOWER_EP_FLAG_GATHER;
+        /* Now, if it can go (it can when a slot was free before): else it
+         * stays open and listed, as any bundle */
+        if (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
+            iface->stats.tx_gathered++;
+            (void)uct_hipower_ep_bundle_post(ep);
+        }
+    }
 
     if ((hipower_tx_ring_free(&ep->tx.ring) == 0) &&
         !ucs_queue_is_empty(&ep->pending_q)) {

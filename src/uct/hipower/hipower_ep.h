@@ -81,7 +81,12 @@ enum {
     /* Sender: a bundle is open (tx.bundle): every later message of the
      * endpoint goes into it or after it; in iface->pending_eps until it
      * is posted */
-    UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN    = UCS_BIT(27)
+    UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN    = UCS_BIT(27),
+    /* Sender: pending dispatch of two or more requests runs, whose short
+     * and bcopy messages all go into the bundle, posted once at the end
+     * of the dispatch: one work request and one doorbell for the requests
+     * that waited (uct_hipower_ep_dispatch_pending()) */
+    UCT_HIPOWER_EP_FLAG_GATHER         = UCS_BIT(28)
 };
 
 
@@ -332,6 +337,7 @@ uct_hipower_txqp_post(uct_hipower_iface_t *iface, uct_hipower_txqp_t *txqp,
     }
 
     ret    = ibv_post_send(txqp->qp, first, &bad_wr);
+    iface->stats.doorbells++;
     index  = nwr;
     if (ucs_unlikely(ret != 0)) {
         for (index = 0, wr = first; (wr != NULL) && (wr != bad_wr);
@@ -903,6 +909,19 @@ ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep);
 
 /* The RDMA_READs of a peer's bitmaps: consumed (recycle), published (pull) */
 void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep);
+
+/*
+ * The recycle READ built in @a wr and @a sge to end a chain of @a nwr
+ * requests (the message whose slot made it due, and the READ: one
+ * doorbell). Returns its op, or NULL if it cannot go now. After the chain
+ * went out, uct_hipower_ep_recycle_read_posted() marks it outstanding; if
+ * it did not, the op goes back to its pool (ucs_mpool_put_inline()).
+ */
+uct_hipower_tx_op_t *
+uct_hipower_ep_recycle_read_wr(uct_hipower_ep_t *ep, struct ibv_send_wr *wr,
+                               struct ibv_sge *sge, unsigned nwr);
+void uct_hipower_ep_recycle_read_posted(uct_hipower_ep_t *ep,
+                                        uct_hipower_tx_op_t *op);
 void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep);
 
 /* Whether the transport may send something of its own to the peer now */

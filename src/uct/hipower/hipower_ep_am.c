@@ -169,12 +169,13 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
                         uct_hipower_tx_op_t *op, int one_write)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    struct ibv_send_wr trailer_wr, bitmap_wr, *last_wr;
-    struct ibv_sge trailer_sge, bitmap_sge, *sge;
+    struct ibv_send_wr trailer_wr, bitmap_wr, read_wr, *last_wr, *msg_last;
+    struct ibv_sge trailer_sge, bitmap_sge, read_sge, *sge;
+    uct_hipower_tx_op_t *read_op = NULL;
     uint32_t seq, slot, word, data_offset, unannounced = 0;
     uint64_t slot_addr, sleep_gen                      = 0;
     ucs_status_t status;
-    unsigned nwr;
+    unsigned nwr, msg_nwr;
     int push;
 
     push = !one_write && (iface->config.notify == UCT_HIPOWER_NOTIFY_PUSH);
@@ -259,30 +260,49 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
         sleep_gen = uct_hipower_ep_wakeup_check(ep, last_wr);
     }
 
+    /* With this slot taken, the ring wants its free slots back: the
+     * recycle READ goes in the same chain, one doorbell for both. Below the
+     * threshold, every message until the read completes would find it
+     * outstanding: test the flag here, not after a call */
+    msg_nwr  = nwr;
+    msg_last = last_wr;
+    if (ucs_unlikely(hipower_tx_ring_wants_recycle(&ep->tx.ring,
+                                                   ep->tx.threshold) &&
+                     !(ep->flags & UCT_HIPOWER_EP_FLAG_RECYCLE_READ))) {
+        read_op = uct_hipower_ep_recycle_read_wr(ep, &read_wr, &read_sge,
+                                                 nwr + 1);
+        if (read_op != NULL) {
+            last_wr->next = &read_wr;
+            last_wr       = &read_wr;
+            force_signal  = 1; /* A read's data is ours once it completes */
+            ++nwr;
+        }
+    }
+
     status = uct_hipower_ep_post(ep, data_wr, last_wr, nwr, force_signal, op);
     if (ucs_unlikely(status != UCS_OK)) {
+        if (read_op != NULL) {
+            ucs_mpool_put_inline(read_op);
+        }
         if (push) {
             ep->tx.unannounced = unannounced;
         }
         goto err_undo;
     }
 
-    if (one_write || (last_wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
+    if (one_write || (msg_last->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
         uct_hipower_ep_wakeup_posted(ep, sleep_gen);
     }
 
     /* Flush waits for this, not for our own bitmap reads after it */
-    ep->tx.user_end_sn = ep->txqp.txq.sn;
+    ep->tx.user_end_sn = ep->txqp.txq.sn - (nwr - msg_nwr);
     ep->tx.ack_flags   = 0; /* Said once */
     iface->stats.tx_msgs++;
     iface->stats.tx_bytes    += length;
-    iface->stats.rdma_writes += nwr;
-
-    /* Below the threshold, every message until the read completes would
-     * find it outstanding: test the flag here, not after a call */
-    if (hipower_tx_ring_wants_recycle(&ep->tx.ring, ep->tx.threshold) &&
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_RECYCLE_READ)) {
-        uct_hipower_ep_post_recycle_read(ep);
+    iface->stats.rdma_writes += msg_nwr;
+    if (read_op != NULL) {
+        uct_hipower_ep_recycle_read_posted(ep, read_op);
+        iface->stats.chained_reads++;
     }
     return UCS_OK;
 
@@ -406,7 +426,8 @@ uct_hipower_ep_may_bundle(uct_hipower_ep_t *ep, ucs_status_t status)
  * take am_short's fast path: a frame of its own, now (UCS_OK); the
  * endpoint's bundle (UCS_INPROGRESS); or nowhere yet (UCS_ERR_NO_RESOURCE,
  * or an error). An open bundle keeps the endpoint's order: the message
- * joins it, or the bundle goes first.
+ * joins it, or the bundle goes first. While a pending dispatch gathers
+ * (UCT_HIPOWER_EP_FLAG_GATHER), every message goes into the bundle.
  */
 static ucs_status_t uct_hipower_ep_am_place(uct_hipower_ep_t *ep,
                                             uint32_t length)
@@ -422,6 +443,11 @@ static ucs_status_t uct_hipower_ep_am_place(uct_hipower_ep_t *ep,
         if (status != UCS_OK) {
             return status;
         }
+    }
+
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_GATHER) {
+        /* A request that waited: into the dispatch's bundle */
+        return UCS_INPROGRESS;
     }
 
     status = uct_hipower_ep_tx_room(ep, 1);
@@ -478,7 +504,8 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     if (ucs_likely(((ep->flags & (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
                                   UCT_HIPOWER_EP_FLAG_CONNECTED |
                                   UCT_HIPOWER_EP_FLAG_FAILED |
-                                  UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) ==
+                                  UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
+                                  UCT_HIPOWER_EP_FLAG_GATHER)) ==
                     (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
                      UCT_HIPOWER_EP_FLAG_CONNECTED)) &&
                    ucs_queue_is_empty(&ep->pending_q) &&
@@ -540,8 +567,10 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         return status;
     }
 
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
-        /* Earlier messages wait in the bundle: this one goes after them */
+    if (ucs_unlikely(ep->flags & (UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
+                                  UCT_HIPOWER_EP_FLAG_GATHER))) {
+        /* Earlier messages wait in the bundle: this one goes after them;
+         * or a pending dispatch gathers its requests into one */
         bundle = 1;
     } else {
         status = uct_hipower_ep_tx_room(ep, 1);

@@ -22,6 +22,12 @@
  * open), from flush, and before an event arm lets the process sleep. Zero
  * copy and RMA operations let it go first (uct_hipower_ep_bundle_first()).
  * A bundle of one message goes as that message's own frame.
+ *
+ * Pending requests have waited already: when a dispatch finds two or more
+ * of an endpoint's, their messages are gathered into the bundle and it is
+ * posted once, at the end of the dispatch (UCT_HIPOWER_EP_FLAG_GATHER) --
+ * one work request, one doorbell and, for small ones, one packet for all
+ * of them, a few instructions after the first would have gone.
  */
 
 #include "hipower_ep.h"
@@ -151,8 +157,11 @@ ucs_status_t uct_hipower_ep_bundle_add(uct_hipower_ep_t *ep, uint8_t am_id,
     /* Accepted. If there is room now (a completion or a slot came back
      * since the last refusal), everything goes at once; if not, progress,
      * flush or arm sends it, and a failed post fails the endpoint, which
-     * reports it: the message itself was accepted. */
-    (void)uct_hipower_ep_bundle_post(ep);
+     * reports it: the message itself was accepted. A gathering dispatch
+     * posts it when its requests have all been added. */
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_GATHER)) {
+        (void)uct_hipower_ep_bundle_post(ep);
+    }
     return UCS_OK;
 }
 

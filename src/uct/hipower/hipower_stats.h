@@ -35,6 +35,10 @@
     _f(tx_bundled)       /* Messages in them, counted in tx_msgs */ \
     _f(rx_bundles)       /* Bundle frames received */ \
     _f(rx_bundled)       /* Messages in them, counted in rx_msgs */ \
+    _f(tx_gathered)      /* Bundles of pending requests gathered by one \
+                            dispatch (also in tx_bundles when 2 or more) */ \
+    _f(doorbells)        /* ibv_post_send() calls: chains count once */ \
+    _f(chained_reads)    /* Recycle READs posted in a message's chain */ \
     _f(tx_queue_full)    /* Sends refused: no send queue / CQ room */ \
     _f(pending_dispatch) /* Pending requests dispatched */ \
     _f(wakeup_writes)    /* Announces sent with immediate: peer was asleep */ \
