@@ -10,6 +10,8 @@
 #   - MPI ping-pong latency and bandwidth between ranks 0 and 1, 1 B .. 8 MiB;
 #   - MPI_Alltoall throughput (the RoCE full-mesh paper's workload) over
 #     2, 4 and 8 ranks with 64 KiB per peer, and 2 ranks with 1 MiB;
+#   - MPI small-message rate (issue 26): 1, 2 and 4 pairs, each sender a
+#     window of 64 MPI_Isend of 8 B per iteration (osu_mbw_mr's pattern);
 # every message's data is verified. Optionally (HIPOWER_BENCH_MPI_NETPIPE=1)
 # NetPIPE's NPopenmpi too, in 2-rank jobs of its own.
 # Each repetition runs every transport in turn. A run that fails or times
@@ -39,10 +41,17 @@ mkdir -p "$RAW"
 # What runs, in one 8-rank mpirun per transport and repetition (MPI_Init
 # of 8 ranks alone takes 15-65 s in the 2-vCPU guest): ping-pong sizes,
 # then alltoall configurations "RANKS:BLOCK".
+# Message rate: job sizes (ranks, half of them sending), message size,
+# window; about MR_MSGS messages per pair and measurement.
+MR_SIZE=8 MR_WINDOW=64
+MR_MSGS=${HIPOWER_BENCH_MPI_MR_MSGS:-20000}
 if [ "$BENCH_QUICK" = 1 ]; then
     PP_SIZES="1 4096"
     A2A_CONFIGS="2:65536"
+    MR_RANKS="2"
 else
+    MR_RANKS="2 4 8"
+
     # powers of 4 to 1 MiB, and 8 MiB (4 MiB would cost ~10 s per job)
     PP_SIZES="$(bench_sizes 1 1048576 | paste -sd' ' -) 8388608"
     A2A_CONFIGS="2:65536 2:1048576 4:65536 8:65536"
@@ -87,6 +96,12 @@ for cfg in $A2A_CONFIGS; do
     [ "${cfg%%:*}" -gt "$JOB_RANKS" ] && JOB_RANKS=${cfg%%:*}
     case " $A2A_BLOCKS " in *" ${cfg#*:} "*) ;; *) A2A_BLOCKS="$A2A_BLOCKS ${cfg#*:}" ;; esac
 done
+for n in $MR_RANKS; do
+    [ "$n" -gt "$JOB_RANKS" ] && JOB_RANKS=$n
+done
+bench_metric $SEC msgrate_$MR_SIZE \
+    "MPI message rate, $MR_SIZE B, window of $MR_WINDOW MPI_Isend (all pairs together)" \
+    "msg/s" higher "pairs (ranks per side)" noplot
 for b in $A2A_BLOCKS; do
     bench_metric $SEC "alltoall_$(size_label "$b")" \
         "MPI_Alltoall throughput, $(size_label "$b" | tr km KM)iB per peer (Open MPI over UCX, all ranks together)" \
@@ -143,6 +158,17 @@ is taken with the other 6 processes idle, not absent.
   first-use registration is inside the time), and the data of every
   iteration (a pattern seeded by source rank, destination rank, size and
   iteration) is checked after the clock stops; a mismatch fails the run.
+- **Message rate** (issue 26's MPI small-message-rate benchmark, after
+  OSU's osu_mbw_mr), pairs ${MR_RANKS// /, } ranks / 2: ranks 0..P-1 each
+  send to rank + P; per iteration every sender posts $MR_WINDOW
+  \`MPI_Isend\` of $MR_SIZE B and waits for them, its partner posts
+  $MR_WINDOW \`MPI_Irecv\` and waits, then sends an empty message that starts
+  the sender's next iteration. One warm-up iteration, a barrier, then about
+  $MR_MSGS messages per pair timed together (the slowest rank's time);
+  rate = pairs x window x iterations / time. Every message has its own
+  receive buffer and a pattern seeded by sender, receiver and index,
+  checked after the clock stops. (8 pairs, 16 ranks, are not run: the rig
+  has 8 devices and 2 vCPUs.)
 $( [ "$NP_ENABLE" = 1 ] && echo "- **NetPIPE** (\`NPopenmpi -l 1 -u $NP_MAX -p 0 -n $NP_REPEATS\`), a 2-rank
   mpirun of its own: per size the best of 3 trials of $NP_REPEATS round trips;
   data not checked. Full output in \`raw/mpi/\`.")
@@ -256,10 +282,20 @@ bench_run() {
         [[ " ${HUNG[$tr]:-} " = *" pp:$s "* ]] ||
             cmds+=("pp:$s:$(pp_iters "$s")")
     done
-    for cfg in $A2A_CONFIGS; do
-        n=${cfg%%:*} b=${cfg#*:}
-        [[ " ${HUNG[$tr]:-} " = *" a2a:$n:$b "* ]] ||
-            cmds+=("a2a:$n:$(a2a_iters "$n" "$b"):$b")
+    # By group size (a job's commands must not shrink it): each size's
+    # message rate, then its alltoalls
+    for n in $(for cfg in $MR_RANKS $A2A_CONFIGS; do echo "${cfg%%:*}"; done |
+               sort -nu); do
+        if [[ " $MR_RANKS " = *" $n "* ]] &&
+           ! [[ " ${HUNG[$tr]:-} " = *" mr:$n "* ]]; then
+            cmds+=("mr:$n:$MR_SIZE:$(( (MR_MSGS + MR_WINDOW - 1) / MR_WINDOW )):$MR_WINDOW")
+        fi
+        for cfg in $A2A_CONFIGS; do
+            [ "${cfg%%:*}" = "$n" ] || continue
+            b=${cfg#*:}
+            [[ " ${HUNG[$tr]:-} " = *" a2a:$n:$b "* ]] ||
+                cmds+=("a2a:$n:$(a2a_iters "$n" "$b"):$b")
+        done
     done
     [ -n "${HUNG[$tr]:-}" ] &&
         bench_log "mpi: $run without${HUNG[$tr]} (timed out in an earlier repetition)"
@@ -277,8 +313,11 @@ bench_run() {
         done < "$RAW/$run.log"
         for s in "${cmds[@]}"; do
             if [ -z "${finished[$s]:-}" ]; then
-                IFS=: read -r -a f <<< "$s"     # pp:S:K or a2a:N:K:B
-                s=${f[0]}:${f[1]}${f[3]:+:${f[3]}}
+                IFS=: read -r -a f <<< "$s"     # pp:S:K, a2a:N:K:B or mr:N:S:K:W
+                case ${f[0]} in
+                    mr) s=mr:${f[1]} ;;
+                    *)  s=${f[0]}:${f[1]}${f[3]:+:${f[3]}} ;;
+                esac
                 HUNG[$tr]="${HUNG[$tr]:-} $s"
                 bench_log "mpi: $run: '$s' was running when the job timed out; left out of later repetitions"
                 break
@@ -300,6 +339,11 @@ bench_run() {
                     case $s in 1|1048576)
                         summary+="pp $s B ${got[lat:$s]} us ${got[bw:$s]} MB/s; " ;;
                     esac ;;
+                "bench_mpi: msgrate")
+                    # bench_mpi: msgrate ranks=N pairs=P size=S window=W
+                    #   iters=K time_s=T msgs_per_s=X
+                    got[mr:${f[2]#ranks=}]=${f[8]#msgs_per_s=}
+                    summary+="msgrate ${f[3]#pairs=} pair(s) ${f[8]#msgs_per_s=} msg/s; " ;;
                 "bench_mpi: alltoall")
                     got[a2a:${f[2]#ranks=}:${f[3]#block=}]=${f[6]#MBps=}
                     summary+="a2a ${f[2]#ranks=}x${f[3]#block=} B ${f[6]#MBps=} MB/s; " ;;
@@ -310,6 +354,10 @@ bench_run() {
         bench_sample $SEC pingpong_lat "$s" "$tr" "$rep" "${got[lat:$s]:-fail}"
         bench_sample $SEC pingpong_lat_min "$s" "$tr" "$rep" "${got[lmin:$s]:-fail}"
         bench_sample $SEC pingpong_bw "$s" "$tr" "$rep" "${got[bw:$s]:-fail}"
+    done
+    for n in $MR_RANKS; do
+        bench_sample $SEC msgrate_$MR_SIZE "$((n / 2))" "$tr" "$rep" \
+            "${got[mr:$n]:-fail}"
     done
     for cfg in $A2A_CONFIGS; do
         n=${cfg%%:*} b=${cfg#*:}

@@ -1190,6 +1190,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         goto err_destroy_cq;
     }
     self->stats.pool_bytes    = self->arena.size;
+    self->stats.slot_bytes    = self->config.layout.stride;
     /* Grows leave this much free, so that a shrink always finds a run
      * (hipower_grant_decide()) */
     self->pool.reserve        = ucs_min(self->arena.slots.total / 16,

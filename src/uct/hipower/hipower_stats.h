@@ -85,7 +85,10 @@
     _f(pool_bytes)       /* Receive slot arena: UCX_HIPOWER_MEM_BUDGET \
                             rounded to slots, pinned at open */ \
     _f(peak_pool_used)   /* Most of it carved into endpoints' slots */ \
-    _f(ep_ctrl_bytes)    /* Pinned control words and bitmaps per endpoint */
+    _f(ep_ctrl_bytes)    /* Pinned control words and bitmaps per endpoint */ \
+    _f(slot_bytes)       /* One receive slot: what a frame occupies until \
+                            released (rx frames = rx_msgs - rx_bundled + \
+                            rx_bundles) */
 
 #define UCT_HIPOWER_STATS_DECLARE(_name) uint64_t _name;
 

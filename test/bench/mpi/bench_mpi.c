@@ -8,6 +8,8 @@
  *   bench_mpi COMMAND...
  *     a2a:N:ITERS:BLOCK   MPI_Alltoall among world ranks 0..N-1
  *     pp:SIZE:ITERS       ping-pong between ranks 0 and 1
+ *     mr:N:SIZE:ITERS:WIN message rate: ranks 0..N/2-1 each stream to
+ *                         rank + N/2, WIN non-blocking sends per iteration
  *
  * Commands run in the order given, which must not decrease N (ping-pong
  * counts as N = 2). A rank joins at the first command that includes it;
@@ -33,6 +35,19 @@
  *   bench_mpi: pingpong size=S iters=K lat_us=L lat_min_us=M MBps=X
  * L / M = median / smallest round trip / 2; X = S / L.
  *
+ * Message rate (the small-message-rate benchmark of issue 26, after OSU's
+ * osu_mbw_mr): N/2 pairs; per iteration each sender posts WIN MPI_Isend of
+ * SIZE bytes to its partner and waits for them, the partner posts WIN
+ * MPI_Irecv and waits, then answers with an empty message that starts the
+ * sender's next iteration. One verified warm-up iteration, a barrier, then
+ * ITERS iterations timed together; the time is the slowest rank's. Every
+ * message has its own receive buffer and a pattern seeded by sender,
+ * receiver, size and its index, checked after the clock stops. Rank 0
+ * prints
+ *   bench_mpi: msgrate ranks=N pairs=P size=S window=W iters=K time_s=T
+ *              msgs_per_s=X
+ * X = P*W*K / T, all pairs together.
+ *
  * Any data mismatch or MPI error aborts the job (MPI_Abort, exit code 1)
  * naming peer, size, iteration and byte. The last line is "bench_mpi: OK".
  */
@@ -44,16 +59,20 @@ enum {
     PHASE_BENCH_A2A  = 11,
     PHASE_BENCH_PING = 12,
     PHASE_BENCH_PONG = 13,
+    PHASE_BENCH_MR   = 14,
     TAG_GO           = 100,
     TAG_PP           = 101,
-    TAG_READY        = 102
+    TAG_READY        = 102,
+    TAG_MR           = 103,
+    TAG_MR_ACK       = 104
 };
 
 typedef struct {
-    char   kind;  /* 'a' alltoall, 'p' ping-pong */
+    char   kind;  /* 'a' alltoall, 'p' ping-pong, 'm' message rate */
     int    nranks;
     long   iters;
     size_t size;
+    int    window;
 } bench_cmd_t;
 
 /* Wait for rank 0's go without spinning: the CPU belongs to the measured
@@ -230,10 +249,93 @@ static void bench_pingpong(size_t size, long iters)
     free(rtt);
 }
 
+/* Message rate: see the header. @a comm holds world ranks 0..n-1. */
+static void bench_msgrate(MPI_Comm comm, int n, size_t size, long iters,
+                          int window)
+{
+    int pairs = n / 2, sender = (g_rank < pairs);
+    int peer = sender ? g_rank + pairs : g_rank - pairs;
+    size_t per_iter = size * (size_t)window;
+    MPI_Request *reqs;
+    unsigned char *buf;
+    double t0 = 0, dt, dt_max;
+    long it;
+    int w, src, dst;
+
+    src  = sender ? g_rank : peer;
+    dst  = sender ? peer : g_rank;
+    buf  = xmalloc(per_iter * (size_t)(iters + 1));
+    reqs = xmalloc(sizeof(*reqs) * (size_t)window);
+    for (it = 0; it <= iters; ++it) {
+        for (w = 0; w < window; ++w) {
+            if (sender) {
+                pattern_fill(buf + per_iter * it + size * w, size,
+                             make_seed(PHASE_BENCH_MR, src, dst, size,
+                                       (int)(it * window + w)));
+            } else {
+                memset(buf + per_iter * it + size * w, 0x5a ^ w, size);
+            }
+        }
+    }
+
+    /* iteration 0: warm-up (connections, registration), not timed */
+    for (it = 0; it <= iters; ++it) {
+        if (it == 1) {
+            CHECK_MPI(MPI_Barrier(comm), "barrier");
+            t0 = MPI_Wtime();
+        }
+        for (w = 0; w < window; ++w) {
+            if (sender) {
+                CHECK_MPI(MPI_Isend(buf + per_iter * it + size * w, (int)size,
+                                    MPI_BYTE, peer, TAG_MR, comm, &reqs[w]),
+                          "isend %d of iteration %ld to %d", w, it, peer);
+            } else {
+                CHECK_MPI(MPI_Irecv(buf + per_iter * it + size * w, (int)size,
+                                    MPI_BYTE, peer, TAG_MR, comm, &reqs[w]),
+                          "irecv %d of iteration %ld from %d", w, it, peer);
+            }
+        }
+        CHECK_MPI(MPI_Waitall(window, reqs, MPI_STATUSES_IGNORE),
+                  "waitall of iteration %ld, peer %d", it, peer);
+        if (sender) {
+            CHECK_MPI(MPI_Recv(NULL, 0, MPI_BYTE, peer, TAG_MR_ACK, comm,
+                               MPI_STATUS_IGNORE), "recv ack from %d", peer);
+        } else {
+            CHECK_MPI(MPI_Send(NULL, 0, MPI_BYTE, peer, TAG_MR_ACK, comm),
+                      "send ack to %d", peer);
+        }
+    }
+    dt = MPI_Wtime() - t0;
+    CHECK_MPI(MPI_Allreduce(&dt, &dt_max, 1, MPI_DOUBLE, MPI_MAX, comm),
+              "allreduce");
+    if (!sender) {
+        for (it = 0; it <= iters; ++it) {
+            for (w = 0; w < window; ++w) {
+                check_pattern(buf + per_iter * it + size * w, size,
+                              make_seed(PHASE_BENCH_MR, src, dst, size,
+                                        (int)(it * window + w)), 0,
+                              "message-rate message", peer, size,
+                              (int)(it * window + w));
+            }
+        }
+    }
+    /* every receiver verified before rank 0 reports */
+    CHECK_MPI(MPI_Barrier(comm), "barrier after verification");
+    if (g_rank == 0) {
+        printf("bench_mpi: msgrate ranks=%d pairs=%d size=%zu window=%d "
+               "iters=%ld time_s=%.6f msgs_per_s=%.1f\n", n, pairs, size,
+               window, iters, dt_max,
+               (double)pairs * window * iters / dt_max);
+        fflush(stdout);
+    }
+    free(reqs);
+    free(buf);
+}
+
 static bench_cmd_t parse_cmd(const char *arg)
 {
-    bench_cmd_t c = {0, 2, 0, 0};
-    long n = 0, iters = 0, size = 0;
+    bench_cmd_t c = {0, 2, 0, 0, 0};
+    long n = 0, iters = 0, size = 0, window = 1;
     char extra;
 
     if (sscanf(arg, "a2a:%ld:%ld:%ld%c", &n, &iters, &size, &extra) == 3) {
@@ -241,16 +343,25 @@ static bench_cmd_t parse_cmd(const char *arg)
     } else if (sscanf(arg, "pp:%ld:%ld%c", &size, &iters, &extra) == 2) {
         c.kind = 'p';
         n      = 2;
+    } else if (sscanf(arg, "mr:%ld:%ld:%ld:%ld%c", &n, &size, &iters,
+                      &window, &extra) == 4) {
+        c.kind = 'm';
+        if ((n % 2) || (window < 1) || (window > 4096)) {
+            die("command '%s': N must be even, WIN 1..4096", arg);
+        }
     } else {
-        die("bad command '%s' (a2a:N:ITERS:BLOCK or pp:SIZE:ITERS)", arg);
+        die("bad command '%s' (a2a:N:ITERS:BLOCK, pp:SIZE:ITERS or "
+            "mr:N:SIZE:ITERS:WIN)", arg);
     }
     if ((n < 2) || (n > g_nranks) || (iters < 1) || (iters > 100000) ||
-        (size < 1) || (size > 0x7fffffffL)) {
+        (size < 1) || (size > 0x7fffffffL) ||
+        ((double)size * window * (iters + 1) > 1e9)) {
         die("command '%s' out of range (%d ranks in the job)", arg, g_nranks);
     }
     c.nranks = (int)n;
     c.iters  = iters;
     c.size   = (size_t)size;
+    c.window = (int)window;
     return c;
 }
 
@@ -272,7 +383,8 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     if (argc < 2) {
-        die("usage: bench_mpi a2a:N:ITERS:BLOCK|pp:SIZE:ITERS ...");
+        die("usage: bench_mpi a2a:N:ITERS:BLOCK|pp:SIZE:ITERS|"
+            "mr:N:SIZE:ITERS:WIN ...");
     }
     for (i = 1; i < argc; ++i) {
         c = parse_cmd(argv[i]);
@@ -301,6 +413,8 @@ int main(int argc, char **argv)
         t_cmd = MPI_Wtime();
         if (c.kind == 'a') {
             bench_alltoall(comm, c.nranks, c.size, c.iters);
+        } else if (c.kind == 'm') {
+            bench_msgrate(comm, c.nranks, c.size, c.iters, c.window);
         } else {
             bench_pingpong(c.size, c.iters);
         }

@@ -6,6 +6,7 @@
  *
  *   valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file=F \
  *       uct_msgcost -t TL -a DEV -b DEV [-s SIZE,...] [-B BURST] [-R ROUNDS]
+ *                   [-L]
  *
  * One process, two interfaces (A on device -a sends, B on device -b
  * receives), as two hosts would. Each round A sends BURST messages and
@@ -19,6 +20,12 @@
  * the work of sending or receiving a message, not the waiting for one.
  * Every message carries its round and index; the receiver checks them and
  * the length, and a wrong or missing message fails the run.
+ *
+ * -L, under load: the burst may be larger than what the transport can take
+ * at once (hipower: the receiver's slots). A send or flush that is refused
+ * lets A progress once, then B, and B's calls are dumped as B's
+ * ("rx:SIZE"): B catches up only when A has to wait for it, so a transport that accepts what it cannot post yet (hipower's
+ * bundles) is measured doing so.
  *
  * Prints one line per size:
  *   msgcost size=S msgs=N tx_idle=I rx_idle=J idle_calls=C
@@ -58,6 +65,10 @@ typedef struct {
 static side_t   side_a, side_b;
 static uint32_t cur_round, expect_index, cur_size;
 static unsigned received;
+/* -L: B progresses while A waits; its calls go under cur_rx_name */
+static int      load_mode;
+static unsigned load_rx_idle;
+static char     cur_tx_name[32], cur_rx_name[32];
 static char     payload[65536];
 
 static void die(const char *what, ucs_status_t status)
@@ -252,6 +263,24 @@ static size_t pack_cb(void *dest, void *arg)
     return cur_size;
 }
 
+/*
+ * A was refused: a progress call of A and, under load (-L), one of B,
+ * dumped as the receiver's work (A's progress may never be idle while it
+ * waits: hipower reads B's bitmap again after each read that found nothing
+ * new). Returns whether A's call was idle.
+ */
+static unsigned progress_a_waiting(void)
+{
+    unsigned idle = (uct_worker_progress(side_a.worker) == 0);
+
+    if (load_mode) {
+        CALLGRIND_DUMP_STATS_AT(cur_tx_name);
+        load_rx_idle += (uct_worker_progress(side_b.worker) == 0);
+        CALLGRIND_DUMP_STATS_AT(cur_rx_name);
+    }
+    return idle;
+}
+
 static unsigned send_one(msg_hdr_t *hdr)
 {
     unsigned idle = 0;
@@ -272,7 +301,7 @@ static unsigned send_one(msg_hdr_t *hdr)
             check(status, "send");
             return idle;
         }
-        idle += (uct_worker_progress(side_a.worker) == 0);
+        idle += progress_a_waiting();
     }
 }
 
@@ -288,15 +317,16 @@ static void flush_cb(uct_completion_t *self)
 static void measure(const char *tag, uint32_t size, unsigned burst,
                     unsigned rounds)
 {
-    char tx_name[32], rx_name[32];
+    char *tx_name = cur_tx_name, *rx_name = cur_rx_name;
     unsigned tx_idle = 0, rx_idle = 0, i;
     uct_completion_t comp;
     ucs_status_t status;
     msg_hdr_t hdr;
 
     cur_size = size;
-    snprintf(tx_name, sizeof(tx_name), "%stx:%u", tag, size);
-    snprintf(rx_name, sizeof(rx_name), "%srx:%u", tag, size);
+    snprintf(tx_name, sizeof(cur_tx_name), "%stx:%u", tag, size);
+    snprintf(rx_name, sizeof(cur_rx_name), "%srx:%u", tag, size);
+    load_rx_idle = 0;
     for (cur_round = 0; cur_round < rounds; ++cur_round) {
         received     = 0;
         expect_index = 0;
@@ -312,6 +342,11 @@ static void measure(const char *tag, uint32_t size, unsigned burst,
             tx_idle  += send_one(&hdr);
         }
         status = uct_ep_flush(side_a.ep, 0, &comp);
+        while (load_mode && (status == UCS_ERR_NO_RESOURCE)) {
+            /* Accepted messages wait for room at B: B catches up */
+            tx_idle += progress_a_waiting();
+            status   = uct_ep_flush(side_a.ep, 0, &comp);
+        }
         CALLGRIND_TOGGLE_COLLECT;
         if (status == UCS_OK) {
             flushed = 1;
@@ -334,7 +369,8 @@ static void measure(const char *tag, uint32_t size, unsigned burst,
     }
     if (*tag == '\0') {
         printf("msgcost size=%u msgs=%u tx_idle=%u rx_idle=%u idle_calls=%u\n",
-               size, burst * rounds, tx_idle, rx_idle, IDLE_CALLS);
+               size, burst * rounds, tx_idle, rx_idle + load_rx_idle,
+               IDLE_CALLS);
     }
 }
 
@@ -361,7 +397,7 @@ static void measure_idle(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: uct_msgcost -t TL -a DEV -b DEV [-s SIZE,...] "
-            "[-B BURST] [-R ROUNDS]\n");
+            "[-B BURST] [-R ROUNDS] [-L]\n");
     exit(2);
 }
 
@@ -373,7 +409,7 @@ int main(int argc, char **argv)
     unsigned burst = 32, rounds = 20, nsizes = 0, i;
     int c;
 
-    while ((c = getopt(argc, argv, "t:a:b:s:B:R:")) != -1) {
+    while ((c = getopt(argc, argv, "t:a:b:s:B:R:L")) != -1) {
         switch (c) {
         case 't': tl        = optarg; break;
         case 'a': dev_a     = optarg; break;
@@ -381,6 +417,7 @@ int main(int argc, char **argv)
         case 's': sizes_arg = optarg; break;
         case 'B': burst     = atoi(optarg); break;
         case 'R': rounds    = atoi(optarg); break;
+        case 'L': load_mode = 1; break;
         default:  usage();
         }
     }
