@@ -445,8 +445,10 @@ static ucs_status_t uct_hipower_ep_am_place(uct_hipower_ep_t *ep,
         }
     }
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_GATHER) {
-        /* A request that waited: into the dispatch's bundle */
+    if ((ep->flags & UCT_HIPOWER_EP_FLAG_GATHER) &&
+        (ep->tx.ring.num_slots > 0)) {
+        /* A request that waited: into the dispatch's bundle (while the
+         * peer gives us a run: uct_hipower_ep_may_bundle()) */
         return UCS_INPROGRESS;
     }
 
@@ -567,8 +569,9 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         return status;
     }
 
-    if (ucs_unlikely(ep->flags & (UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
-                                  UCT_HIPOWER_EP_FLAG_GATHER))) {
+    if (ucs_unlikely((ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ||
+                     ((ep->flags & UCT_HIPOWER_EP_FLAG_GATHER) &&
+                      (ep->tx.ring.num_slots > 0)))) {
         /* Earlier messages wait in the bundle: this one goes after them;
          * or a pending dispatch gathers its requests into one */
         bundle = 1;
