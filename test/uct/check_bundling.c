@@ -323,6 +323,55 @@ START_TEST(test_bundle_gathers_pending)
 END_TEST
 
 /*
+ * Many peers, each with a bundle open at once (B silent): every endpoint
+ * of A takes its slots, then accepts more into its own bundle; once B
+ * catches up, every bundle leaves and every pair's messages arrive, in
+ * order, intact. Bundles are per endpoint: none waits for another.
+ */
+START_TEST(test_bundle_many_peers)
+{
+    enum { NPAIRS = 32, EXTRA = 20 };
+    uct_hipower_iface_t *ia;
+    uint64_t total = 0;
+    unsigned p, i, n;
+
+    setup_pairs(NPAIRS);
+    hold_probability = 0;
+    ia = iface_of(&side_a);
+    for (p = 0; p < NPAIRS; ++p) {
+        /* Its slots, then EXTRA more into its bundle */
+        for (n = 0, i = 0; i < EXTRA; ++n) {
+            ck_assert_int_eq(send_one(&pairs[p], p, 1,
+                                      fit_length(16 + (n % 50), n % 2),
+                                      n % 2), UCS_OK);
+            if (ep_of(pairs[p].ep_a)->flags &
+                UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
+                ++i;
+            }
+        }
+        total += n;
+    }
+    ck_assert_uint_eq(ia->tx.bundles_open, NPAIRS);
+    ck_assert_uint_eq(ia->stats.tx_bundles, 0);
+
+    flush_all();
+    progress_until_received(total, 1, 1);
+    ck_assert_uint_eq(received, total);
+    for (p = 0; p < NPAIRS; ++p) {
+        ck_assert_uint_eq(pairs[p].expected_seq, pairs[p].next_seq);
+    }
+    ck_assert_uint_eq(ia->tx.bundles_open, 0);
+    ck_assert_uint_ge(ia->stats.tx_bundles, NPAIRS);
+    printf("bundles: %u peers, each with a bundle open at once: %" PRIu64
+           " messages, %" PRIu64 " bundles carried %" PRIu64 "\n", NPAIRS,
+           total, ia->stats.tx_bundles, ia->stats.tx_bundled);
+    ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/*
  * A bundle is open when its endpoint goes: flush(CANCEL) drops it (no
  * error reported, the user asked), uct_ep_destroy() without a flush drops
  * it when it cannot go; a third pair's traffic is untouched, and the
@@ -441,6 +490,7 @@ void add_bundle_tests(Suite *suite)
     BUNDLE_CASE(suite, bundle_only_when_refused);
     BUNDLE_CASE(suite, bundle_keeps_order);
     BUNDLE_CASE(suite, bundle_gathers_pending);
+    BUNDLE_CASE(suite, bundle_many_peers);
     BUNDLE_CASE(suite, bundle_dies_with_endpoint);
     BUNDLE_CASE(suite, bundle_hostile_lengths);
 }
