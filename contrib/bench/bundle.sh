@@ -13,7 +13,7 @@ S=bundle
 
 if [ "$BENCH_QUICK" = 1 ]; then sizes="8" n=5000
 else sizes="8 64 1024" n=20000; fi
-columns="rc_verbs hipower hipower-nobundle hipower-8slots hipower-8slots-nobundle"
+columns="rc_verbs hipower hipower-nobundle hipower-window hipower-8slots hipower-8slots-nobundle"
 dev_s=${BENCH_DEVICES[0]:-rxe0} dev_c=${BENCH_DEVICES[1]:-rxe1}
 # rc_verbs posts one receive buffer of this size per message
 rc_seg=$(hipower-run ucx_info -c 2>/dev/null | sed -n 's/^UCX_RC_VERBS_SEG_SIZE=//p' | head -1)
@@ -30,7 +30,7 @@ bench_metric $S wrs "sender: work requests per message (am_bw; hipower's counter
 bench_metric $S doorbells "sender: doorbells (ibv_post_send calls) per message (am_bw; hipower's counters)" calls lower "message size (B)" noplot
 bench_metric $S bundled "messages that went in bundles (am_bw)" % higher "message size (B)" noplot
 
-bench_note $S "ucx_perftest am_bw, $n messages, server (receiver) $dev_s, client (sender) $dev_c; 8 and 64 B as am_short, 1 KB as am_bcopy. Columns: **device** = perftest ib_write_bw on the same pair; **hipower** / **hipower-nobundle** = self mode with UCX_HIPOWER_BUNDLE=y / n at the default 64 slots per peer; **hipower-8slots** / **hipower-8slots-nobundle** = the same with UCX_HIPOWER_SLOTS=8, the run each of many peers gets from a shared pool (UCX_HIPOWER_MIN_SLOTS). **Packets** are rxe's \`sent_pkts\` of both devices over the run, divided by the messages (start-up included, a few dozen packets). **Work requests, doorbells, receive memory and the bundled share** are hipower's counters (UCX_HIPOWER_STATS=y, both processes): work requests = (rdma_writes + bitmap_reads) / tx_msgs, doorbells = ibv_post_send() calls / tx_msgs, receive memory = slot_bytes x frames received / messages received (frames = rx_msgs - rx_bundled + rx_bundles: a bundle occupies one slot for all its messages until released). For rc_verbs the receive memory is its receive buffer per message (UCX_RC_VERBS_SEG_SIZE = ${rc_seg:-?} B), which every message consumes whatever its size. A bundle forms only when a message cannot be posted (no free slot of the peer, no send queue room): at 64 slots on Soft-RoCE the sender is the bottleneck (every ibv_post_send() is a system call in which rxe sends the packet) and none forms; at 8 slots the sender runs out of slots and bundles do."
+bench_note $S "ucx_perftest am_bw, $n messages, server (receiver) $dev_s, client (sender) $dev_c; 8 and 64 B as am_short, 1 KB as am_bcopy. Columns: **device** = perftest ib_write_bw on the same pair; **hipower** / **hipower-nobundle** = self mode with UCX_HIPOWER_BUNDLE=y / n at the default 64 slots per peer; **hipower-window** = bundling with UCX_HIPOWER_BUNDLE_WINDOW=2 (at most 2 frames in flight per endpoint, the next messages wait in the bundle: docs/protocol.md 2.1; off by default); **hipower-8slots** / **hipower-8slots-nobundle** = the same with UCX_HIPOWER_SLOTS=8, the run each of many peers gets from a shared pool (UCX_HIPOWER_MIN_SLOTS). **Packets** are rxe's \`sent_pkts\` of both devices over the run, divided by the messages (start-up included, a few dozen packets). **Work requests, doorbells, receive memory and the bundled share** are hipower's counters (UCX_HIPOWER_STATS=y, both processes): work requests = (rdma_writes + bitmap_reads) / tx_msgs, doorbells = ibv_post_send() calls / tx_msgs, receive memory = slot_bytes x frames received / messages received (frames = rx_msgs - rx_bundled + rx_bundles: a bundle occupies one slot for all its messages until released). For rc_verbs the receive memory is its receive buffer per message (UCX_RC_VERBS_SEG_SIZE = ${rc_seg:-?} B), which every message consumes whatever its size. A bundle forms only when a message cannot be posted (no free slot of the peer, no send queue room): at 64 slots on Soft-RoCE the sender is the bottleneck (every ibv_post_send() is a system call in which rxe sends the packet) and none forms; at 8 slots the sender runs out of slots and bundles do."
 
 pkts() { cat "/sys/class/infiniband/$1/ports/1/hw_counters/sent_pkts" 2>/dev/null || echo 0; }
 layout() { [ "$1" -le 64 ] && echo short || echo bcopy; }
@@ -38,6 +38,7 @@ col_env() {
     case $1 in
         hipower)                 echo UCX_HIPOWER_BUNDLE=y ;;
         hipower-nobundle)        echo UCX_HIPOWER_BUNDLE=n ;;
+        hipower-window)          echo UCX_HIPOWER_BUNDLE=y UCX_HIPOWER_BUNDLE_WINDOW=2 ;;
         hipower-8slots)          echo UCX_HIPOWER_BUNDLE=y UCX_HIPOWER_SLOTS=8 ;;
         hipower-8slots-nobundle) echo UCX_HIPOWER_BUNDLE=n UCX_HIPOWER_SLOTS=8 ;;
     esac

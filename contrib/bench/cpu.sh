@@ -19,7 +19,7 @@ columns="rc_verbs hipower hipower-push hipower-pull"
 # a peer by default, to a receiver that catches up only when the sender has
 # to wait: the load at which hipower bundles (issue 26)
 load_burst=256 load_rounds=10
-load_columns="rc_verbs hipower hipower-nobundle"
+load_columns="rc_verbs hipower hipower-nobundle hipower-window"
 [ "$BENCH_QUICK" = 1 ] && load_rounds=2
 
 bench_metric $S rx_instr "receiver: user-space instructions per message (callgrind)" instr lower "message size (B)" noplot
@@ -28,7 +28,7 @@ bench_metric $S rx_instr_load "receiver under load: user-space instructions per 
 bench_metric $S tx_instr_load "sender under load: user-space instructions per message (callgrind, bursts of $load_burst)" instr lower "message size (B)" noplot
 bench_note $S "**Instructions per message** (rx_instr, tx_instr) come from \`test/bench/uct/uct_msgcost\` under \`valgrind --tool=callgrind --collect-atstart=no\`: one process with interface A on ${BENCH_DEVICES[0]:-?} sending and interface B on ${BENCH_DEVICES[1]:-?} receiving, $rounds rounds of $burst messages; A sends the burst and flushes, a 20 ms pause lets the network deliver (not counted), then A completes the flush and B drains. Only those steps are collected; progress calls that found nothing are subtracted at the measured cost of an idle progress call of that side. So the figure is the user-space work of sending or receiving one message - UCT, the transport and the verbs provider (rxe's queues live in user memory) - without waiting, start-up or kernel time. 8 B goes as am_short, 1 KB as am_bcopy. The same binary and input give the same count whatever the load, which makes this the repeatable CPU figure on this rig."
 
-bench_note $S "**Under load** (rx_instr_load, tx_instr_load): the same program with \`-L\`, $load_rounds rounds of $load_burst messages, four times the 64 slots a hipower receiver gives a peer by default. B does not progress while A can still send: when a send (or the flush) is refused, A progresses once, then B, and B's call counts as B's. So the sender meets a receiver that is behind, which is where hipower's bundles form (\`hipower\`: the messages after the first 64 go into bundles, one frame each; \`hipower-nobundle\`: UCX_HIPOWER_BUNDLE=n, every message is a frame and the sender waits for slots). rc_verbs takes the whole burst (its receive queue holds it)."
+bench_note $S "**Under load** (rx_instr_load, tx_instr_load): the same program with \`-L\`, $load_rounds rounds of $load_burst messages, four times the 64 slots a hipower receiver gives a peer by default. B does not progress while A can still send: when a send (or the flush) is refused, A progresses once, then B, and B's call counts as B's. So the sender meets a receiver that is behind, which is where hipower's bundles form (\`hipower\`: the messages after the first 64 go into bundles, one frame each; \`hipower-nobundle\`: UCX_HIPOWER_BUNDLE=n, every message is a frame and the sender waits for slots; \`hipower-window\`: UCX_HIPOWER_BUNDLE_WINDOW=2, messages bundle whenever 2 frames are in flight). rc_verbs takes the whole burst (its receive queue holds it)."
 
 # Per-message instructions from one run's callgrind dumps and its summary
 # lines: "SIZE TX RX" lines

@@ -35,7 +35,7 @@ bench_note $S "- Caveats: on the rig, 5 busy-polling processes share the guest's
 
 sizes_csv=${sizes// /,}
 for rep in $(seq "$BENCH_REPS"); do
-    for col in rc_verbs hipower hipower-nobundle hipower-pull; do
+    for col in rc_verbs hipower hipower-nobundle hipower-window hipower-pull; do
         modes=busy,wait
         [ "$col" = hipower-pull ] && modes=busy
         bench_log "incast rep $rep/$BENCH_REPS: $col, sizes $sizes, modes $modes"

@@ -63,7 +63,7 @@ bench_log() {
 bench_ucp_env() {
     case "$1" in
         rc_verbs)     echo "UCX_TLS=rc_verbs,ud_verbs:aux,self" ;;
-        hipower|hipower-nobundle|hipower-push|hipower-pull)
+        hipower|hipower-nobundle|hipower-window|hipower-push|hipower-pull)
                       echo "UCX_TLS=hipower,ud_verbs:aux,self $(bench_notify_env "$1")" ;;
         ud_verbs)     echo "UCX_TLS=ud_verbs,self" ;;
         tcp)          echo "UCX_TLS=tcp,self" ;;
@@ -96,6 +96,8 @@ bench_notify_env() {
         hipower-push) echo UCX_HIPOWER_NOTIFY=push ;;
         hipower-pull) echo UCX_HIPOWER_NOTIFY=pull ;;
         hipower-nobundle) echo UCX_HIPOWER_NOTIFY=self UCX_HIPOWER_BUNDLE=n ;;
+        # Bundling with the window of docs/protocol.md 2.1 (off by default)
+        hipower-window) echo UCX_HIPOWER_NOTIFY=self UCX_HIPOWER_BUNDLE_WINDOW=2 ;;
         *)            echo UCX_HIPOWER_NOTIFY=self ;;
     esac
 }

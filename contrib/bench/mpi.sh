@@ -34,7 +34,7 @@ BUILD=${HIPOWER_BUILD:-$SRC}
 BENCH_BIN=$BUILD/test/bench/mpi/openmpi/bench_mpi
 RANK_ENV=$SRC/test/mpi/mpi-rank-env
 MPI_TIMEOUT=${HIPOWER_BENCH_MPI_TIMEOUT:-240}
-TRANSPORTS=${HIPOWER_BENCH_MPI_TRANSPORTS:-rc_verbs hipower hipower-nobundle hipower-pull}
+TRANSPORTS=${HIPOWER_BENCH_MPI_TRANSPORTS:-rc_verbs hipower hipower-nobundle hipower-window hipower-pull}
 RAW=$BENCH_OUT/raw/mpi
 mkdir -p "$RAW"
 

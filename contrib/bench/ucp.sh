@@ -20,7 +20,7 @@ for rep in $(seq "$BENCH_REPS"); do
             if [ "$test" = tag_lat ]; then iters=$(bench_iters "$size" 300 4194304) field=2
             else iters=$(bench_iters "$size" 5000 16777216) field=6; fi
             bench_log "ucp rep $rep/$BENCH_REPS: $test $size B"
-            for col in rc_verbs hipower hipower-nobundle hipower-pull; do
+            for col in rc_verbs hipower hipower-nobundle hipower-window hipower-pull; do
                 if f=$(bench_pair "$col" "$test" "$size" "$iters"); then
                     bench_sample $S "$test" "$size" "$col" "$rep" "$(bench_field "$f" "$field")"
                     [ "$test" = tag_bw ] &&

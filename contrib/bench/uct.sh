@@ -21,7 +21,7 @@ fi
 # A shorter run for a question about some columns only:
 # HIPOWER_BENCH_UCT_COLUMNS (default all), HIPOWER_BENCH_UCT_RMA=n skips
 # put/get. The report says which columns were measured.
-columns=${HIPOWER_BENCH_UCT_COLUMNS:-rc_verbs hipower hipower-nobundle hipower-push hipower-pull ud_verbs}
+columns=${HIPOWER_BENCH_UCT_COLUMNS:-rc_verbs hipower hipower-nobundle hipower-window hipower-push hipower-pull ud_verbs}
 [ "${HIPOWER_BENCH_UCT_RMA:-y}" = n ] && rma_sizes=
 
 bench_metric $S am_lat "AM one-way latency (am_lat, 50th percentile)" usec lower "message size (B)"

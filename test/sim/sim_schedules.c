@@ -232,10 +232,18 @@ static void sched_dump(void)
 found:
             printf("    connection %d: flags 0x%x, run of %u slots (head %u "
                    "held %u), grant of %u out (deadline %.3f s), tx msgs %"
-                   PRIu64 "\n", c, ep->flags, ep->rx.ring.num_slots,
+                   PRIu64 "; tx run of %u slots (%u free), %u requests out "
+                   "(%u unsignaled), bundle of %u, pending %s\n", c,
+                   ep->flags, ep->rx.ring.num_slots,
                    ep->rx.ring.head, ep->rx.ring.held, ep->rx.granted.count,
                    (ep->flags & UCT_HIPOWER_EP_FLAG_GRANT_OUT) ?
-                   ucs_time_to_sec(ep->rx.grant_deadline) : 0.0, ep->tx.msgs);
+                   ucs_time_to_sec(ep->rx.grant_deadline) : 0.0, ep->tx.msgs,
+                   ep->tx.ring.num_slots, hipower_tx_ring_free(&ep->tx.ring),
+                   hipower_txq_outstanding(&ep->txqp.txq),
+                   ep->txqp.txq.unsignaled,
+                   (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ?
+                   ep->tx.bundle.frame.count : 0,
+                   ucs_queue_is_empty(&ep->pending_q) ? "none" : "yes");
         }
     }
 }
@@ -455,7 +463,8 @@ static void sched_open_sides(void)
 {
     char slots[16], min_slots[16], budget[32];
     const char *slot_size, *mode, *idle, *grant, *txq, *signal, *batch,
-               *hold, *shared, *stats, *bundle;
+               *hold, *shared, *stats, *bundle, *window;
+    static const char *windows[] = {"0", "0", "1", "2"};
     static const struct {
         const char *value;
         uint64_t   ns;
@@ -513,6 +522,13 @@ static void sched_open_sides(void)
     if (getenv("HIPOWER_SCHED_BUNDLE") != NULL) {
         bundle = getenv("HIPOWER_SCHED_BUNDLE"); /* Replays: y or n */
     }
+    /* The bundle window (off by default) in half the schedules: from the
+     * seed's hash, not the random stream, which then picks for every
+     * schedule what it picked before the window existed */
+    window    = windows[(sch.seed * 0x9e3779b97f4a7c15ull) >> 62];
+    if (getenv("HIPOWER_SCHED_WINDOW") != NULL) {
+        window = getenv("HIPOWER_SCHED_WINDOW"); /* Replays */
+    }
     /* The pool is shared in self mode only: there an endpoint is never
      * refused, elsewhere one finds no run of MIN_SLOTS left */
     sch.shared_pool = !strcmp(mode, "self") && !strcmp(shared, "y");
@@ -553,11 +569,11 @@ static void sched_open_sides(void)
     sched_trace("settings: NOTIFY=%s SLOT_SIZE=%s SLOTS=%s MIN_SLOTS=%s "
                 "MEM_BUDGET=%s MAX_EPS=%s IDLE_TIME=%s GRANT_TIMEOUT=%s TX_QUEUE_LEN=%s "
                 "SIGNAL_INTERVAL=%s ANNOUNCE_BATCH=%s HOLD_SLOTS=%s "
-                "SHARED_POOL=%s BUNDLE=%s, epochs from 0x%" PRIx64 ", runs start %u "
-                "messages before their period", mode, slot_size,
+                "SHARED_POOL=%s BUNDLE=%s BUNDLE_WINDOW=%s, epochs from 0x%" PRIx64
+                ", runs start %u messages before their period", mode, slot_size,
                 slots, min_slots, budget,
                 max_eps, idle, grant, txq, signal, batch, hold, shared,
-                bundle, sch.epoch_origin, sch.seq_before);
+                bundle, window, sch.epoch_origin, sch.seq_before);
 
     for (s = 0; s < NUM_SIDES; ++s) {
         side        = &sch.sides[s];
@@ -589,6 +605,7 @@ static void sched_open_sides(void)
         sched_config(config, "HOLD_SLOTS", hold);
         sched_config(config, "SHARED_POOL", shared);
         sched_config(config, "BUNDLE", bundle);
+        sched_config(config, "BUNDLE_WINDOW", window);
         sched_config(config, "STATS", stats);
         /* Retries end in virtual milliseconds, not seconds */
         sched_config(config, "TIMEOUT", "1ms");

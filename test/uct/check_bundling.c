@@ -132,13 +132,17 @@ END_TEST
 /*
  * A message that can go, goes: messages sent one at a time to a receiver
  * that keeps up are never bundled (a lone message's packets and latency
- * stay those of one frame)
+ * stay those of one frame), not even with the bundle window at its
+ * tightest (1 frame in flight)
  */
 START_TEST(test_bundle_only_when_refused)
 {
     uct_hipower_iface_t *ia;
     unsigned i;
 
+    /* Even with the bundle window, which holds messages back only while
+     * frames are in flight */
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", "1", 1);
     setup_pairs(1);
     hold_probability = 0;
     ia = iface_of(&side_a);
@@ -156,11 +160,101 @@ START_TEST(test_bundle_only_when_refused)
 END_TEST
 
 /*
+ * A burst of @a n small messages from A, without progress, to a receiver
+ * whose slots are free, with UCX_HIPOWER_BUNDLE_WINDOW=@a window; after a
+ * first message that sets up the endpoint. Returns the ibv_post_send()
+ * calls the burst took; leaves the pair set up.
+ */
+static uint64_t window_burst(const char *window, unsigned n)
+{
+    uct_hipower_iface_t *ia;
+    uint64_t bells;
+    unsigned i;
+
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", window, 1);
+    setup_pairs(1);
+    hold_probability = 0;
+    ia = iface_of(&side_a);
+    ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(40, 0), 0), UCS_OK);
+    flush_all();
+    progress_until_received(1, 1, 1);
+    ck_assert_uint_eq(received, 1);
+
+    bells = ia->stats.doorbells;
+    for (i = 0; i < n; ++i) {
+        ck_assert_int_eq(send_one(&pairs[0], 0, 1 + (i % 3),
+                                  fit_length(40 + i, i % 2), i % 2), UCS_OK);
+    }
+    return ia->stats.doorbells - bells;
+}
+
+/*
+ * The bundle window (UCX_HIPOWER_BUNDLE_WINDOW, default 2). A sends a burst
+ * of 40 small messages without progress to B, whose slots are free: the
+ * first goes at once as a frame of its own (nothing in flight before it),
+ * the others wait in one bundle while it is in flight -- none refused,
+ * slots to spare. A's progress alone, which sees the completion, sends the
+ * bundle: no further send call. B delivers every message in order, intact.
+ * With the window off (0) the same burst is 40 frames, 40 doorbells.
+ */
+START_TEST(test_bundle_window)
+{
+    enum { N = 40 };
+    uct_hipower_iface_t *ia;
+    uct_hipower_ep_t *ep;
+    uint64_t bells;
+    unsigned spins;
+
+    bells = window_burst("2", N);
+    ia    = iface_of(&side_a);
+    ep    = ep_of(pairs[0].ep_a);
+    printf("bundle window 2: a burst of %u messages to free slots took %"
+           PRIu64 " doorbell(s) before progress, %u slots left\n", N, bells,
+           hipower_tx_ring_free(&ep->tx.ring));
+    ck_assert_uint_ge(bells, 1);
+    ck_assert_uint_le(bells, 2);
+    ck_assert_uint_gt(hipower_tx_ring_free(&ep->tx.ring), 0);
+    ck_assert_uint_eq(ia->tx.bundles_open, 1);
+    ck_assert_uint_eq(ia->stats.tx_bundles, 0);
+
+    /* The sender's progress sends it, once the completion came */
+    for (spins = 0; (ia->tx.bundles_open > 0) && (spins < 20000000);
+         ++spins) {
+        progress(1, 0);
+    }
+    ck_assert_uint_eq(ia->tx.bundles_open, 0);
+    ck_assert_uint_eq(ia->stats.tx_bundles, 1);
+    ck_assert_uint_eq(ia->stats.tx_bundled, N - bells);
+    progress_until_received(N + 1, 1, 1);
+    ck_assert_uint_eq(received, N + 1);
+    ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+    teardown_pairs();
+
+    /* Without the window: one frame per message */
+    bells = window_burst("0", N);
+    ia    = iface_of(&side_a);
+    printf("bundle window 0: the same burst took %" PRIu64 " doorbells\n",
+           bells);
+    ck_assert_uint_eq(bells, N);
+    ck_assert_uint_eq(ia->tx.bundles_open, 0);
+    flush_all();
+    progress_until_received(N + 1, 1, 1);
+    ck_assert_uint_eq(received, N + 1);
+    ck_assert_uint_eq(ia->stats.tx_bundles, 0);
+    ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/*
  * Order across bundles, frames of their own, zero-copy and pending
  * requests (what broke Open MPI openib's coalescing, ompi#2161 and #343):
  * A sends 2,000 messages of every kind while B progresses now and then;
  * what is refused goes to the pending queue, and everything after it too.
- * B gets each message once, in order, intact; nothing deadlocks.
+ * B gets each message once, in order, intact; nothing deadlocks. Twice:
+ * bundles only when nothing can be posted (run 0), and with a bundle
+ * window of 2 frames (run 1, UCX_HIPOWER_BUNDLE_WINDOW).
  */
 START_TEST(test_bundle_keeps_order)
 {
@@ -172,6 +266,7 @@ START_TEST(test_bundle_keeps_order)
     size_t length;
     int layout;
 
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", (_i == 0) ? "0" : "2", 1);
     setup_pairs(1);
     hold_probability = 0;
     ia = iface_of(&side_a);
@@ -193,7 +288,11 @@ START_TEST(test_bundle_keeps_order)
             reqs[queued].done     = 0;
             status = uct_ep_pending_add(pairs[0].ep_a, &reqs[queued].req, 0);
             if (status == UCS_ERR_BUSY) {
-                --i; /* Room came back: send it again */
+                /* Room came back: send it again (a refusal may have been
+                 * the fixture's, with its zero-copy buffers all in flight:
+                 * the sender's progress completes them) */
+                progress(1, 0);
+                --i;
                 continue;
             }
             ck_assert_int_eq(status, UCS_OK);
@@ -220,8 +319,9 @@ START_TEST(test_bundle_keeps_order)
     progress_until_received(N, 1, 1);
     ck_assert_uint_eq(received, N);
     ck_assert_uint_eq(pairs[0].expected_seq, pairs[0].next_seq);
-    printf("bundles: %u messages in order, %" PRIu64 " bundle(s) carried %"
-           PRIu64 " of them, %" PRIu64 " pending dispatches\n", N,
+    printf("bundles (window %s): %u messages in order, %" PRIu64
+           " bundle(s) carried %" PRIu64 " of them, %" PRIu64
+           " pending dispatches\n", (_i == 0) ? "0" : "2", N,
            ia->stats.tx_bundles, ia->stats.tx_bundled,
            ia->stats.pending_dispatch);
     ck_assert_uint_ge(ia->stats.tx_bundles, 1);
@@ -484,11 +584,21 @@ END_TEST
         suite_add_tcase(_suite, _tc); \
     }
 
+#define BUNDLE_LOOP_CASE(_suite, _name, _runs) \
+    { \
+        TCase *_tc = tcase_create(#_name); \
+        tcase_set_tags(_tc, #_name); \
+        tcase_set_timeout(_tc, 600); \
+        tcase_add_loop_test(_tc, test_##_name, 0, _runs); \
+        suite_add_tcase(_suite, _tc); \
+    }
+
 void add_bundle_tests(Suite *suite)
 {
     BUNDLE_CASE(suite, bundle_when_no_slot);
     BUNDLE_CASE(suite, bundle_only_when_refused);
-    BUNDLE_CASE(suite, bundle_keeps_order);
+    BUNDLE_CASE(suite, bundle_window);
+    BUNDLE_LOOP_CASE(suite, bundle_keeps_order, 2);
     BUNDLE_CASE(suite, bundle_gathers_pending);
     BUNDLE_CASE(suite, bundle_many_peers);
     BUNDLE_CASE(suite, bundle_dies_with_endpoint);

@@ -129,6 +129,74 @@ START_TEST(test_txq_signal_rule)
 }
 END_TEST
 
+/*
+ * The bundle window counts frames, not requests: full while the last
+ * @a size frames are all in flight; the frame that fills it must be
+ * signaled, whatever the interval, and its completion opens it; requests
+ * that are not frames (a pull-mode receiver's READs, always one in flight)
+ * never keep it shut.
+ */
+START_TEST(test_txq_bundle_window)
+{
+    hipower_txwin_t win;
+    hipower_txq_t txq;
+    int credits = 1000;
+    int signal;
+
+    hipower_txq_init(&txq, 64);
+    hipower_txwin_init(&win, 0);
+    ck_assert(!hipower_txwin_fills(&win, txq.acked_sn));
+    ck_assert(!hipower_txwin_full(&win, txq.acked_sn));
+
+    hipower_txwin_init(&win, 2);
+    /* A READ of the transport's own in flight: the window stays open */
+    hipower_txq_posted(&txq, 1, 1, 1, &credits);
+    ck_assert(!hipower_txwin_full(&win, txq.acked_sn));
+
+    /* Frame 1 does not fill it: no completion asked */
+    ck_assert(!hipower_txwin_fills(&win, txq.acked_sn));
+    ck_assert(!hipower_txq_signal(&txq, 1, 32, credits, 16));
+    hipower_txq_posted(&txq, 1, 1, 0, &credits);
+    hipower_txwin_posted(&win, txq.sn - 1);
+    ck_assert(!hipower_txwin_full(&win, txq.acked_sn));
+
+    /* Frame 2 (a chain of two) fills it: signaled although the interval
+     * is 32 */
+    signal = hipower_txwin_fills(&win, txq.acked_sn);
+    ck_assert(signal);
+    hipower_txq_posted(&txq, 2, 2, signal, &credits);
+    hipower_txwin_posted(&win, txq.sn - 1);
+    ck_assert(hipower_txwin_full(&win, txq.acked_sn));
+
+    /* The READ's completion does not open it; frame 2's does */
+    ck_assert_uint_eq(hipower_txq_completed(&txq, 0, &credits), 1);
+    ck_assert(hipower_txwin_full(&win, txq.acked_sn));
+    ck_assert_uint_eq(hipower_txq_completed(&txq, 3, &credits), 3);
+    ck_assert(!hipower_txwin_full(&win, txq.acked_sn));
+
+    /* Frame 3 alone: frame 2, the one before it, is done: no fill */
+    ck_assert(!hipower_txwin_fills(&win, txq.acked_sn));
+    hipower_txq_posted(&txq, 1, 1, 0, &credits);
+    hipower_txwin_posted(&win, txq.sn - 1);
+    ck_assert(!hipower_txwin_full(&win, txq.acked_sn));
+    /* Frame 4 fills it again */
+    ck_assert(hipower_txwin_fills(&win, txq.acked_sn));
+    hipower_txq_posted(&txq, 1, 1, 1, &credits);
+    hipower_txwin_posted(&win, txq.sn - 1);
+    ck_assert(hipower_txwin_full(&win, txq.acked_sn));
+
+    /* A window of one: every frame fills it */
+    hipower_txwin_init(&win, 1);
+    ck_assert(hipower_txwin_fills(&win, txq.acked_sn));
+    hipower_txwin_posted(&win, txq.sn - 1);
+    ck_assert(hipower_txwin_full(&win, txq.acked_sn));
+    /* A flushed QP retires everything: open */
+    hipower_txq_completed(&txq, txq.sn - 1, &credits);
+    ck_assert(!hipower_txwin_full(&win, txq.acked_sn));
+    ck_assert_int_eq(credits, 1000);
+}
+END_TEST
+
 
 /*
  * The model: QPs post ordinary requests while hipower_txq_can_post() lets
@@ -329,6 +397,7 @@ Suite *hipower_txq_suite(void)
     tcase_add_test(tcase, test_txq_flushed_one_by_one);
     tcase_add_test(tcase, test_txq_chain_cut_short);
     tcase_add_test(tcase, test_txq_signal_rule);
+    tcase_add_test(tcase, test_txq_bundle_window);
     tcase_add_loop_test(tcase, test_txq_model_mass_failure, 0, 4);
     suite_add_tcase(suite, tcase);
     return suite;

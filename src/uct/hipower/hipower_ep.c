@@ -636,9 +636,11 @@ int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep)
     uct_pending_req_t *req;
     ucs_status_t status;
 
-    /* Bundled messages came before every pending request: they go first,
-     * or nothing does */
-    if (ucs_unlikely(uct_hipower_ep_bundle_first(ep) != UCS_OK)) {
+    /* Bundled messages came before every pending request: they go first
+     * (when the window lets them: a completion it waits for comes to
+     * progress), or nothing does */
+    if (ucs_unlikely((ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
+                     (uct_hipower_ep_bundle_post(ep, 1) != UCS_OK))) {
         return 0;
     }
 
@@ -680,7 +682,7 @@ int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep)
          * stays open and listed, as any bundle */
         if (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
             iface->stats.tx_gathered++;
-            (void)uct_hipower_ep_bundle_post(ep);
+            (void)uct_hipower_ep_bundle_post(ep, 1);
         }
     }
 
@@ -1149,6 +1151,7 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
         (ep_addr->flags & UCT_HIPOWER_EP_ADDR_FLAG_BUNDLES) &&
         (layout.align == 1)) {
         ep->flags |= UCT_HIPOWER_EP_FLAG_BUNDLES;
+        hipower_txwin_init(&ep->tx.win, iface->config.bundle_window);
     }
     ep->peer.slots_addr        = ep_addr->slots_addr;
     ep->peer.slots_rkey        = ep_addr->slots_rkey;
@@ -1411,6 +1414,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->tx.unannounced      = 0;
     self->tx.announce_word    = 0;
     self->tx.msg_wrs          = 3;      /* Set when connected */
+    hipower_txwin_init(&self->tx.win, 0);
     self->tx.published        = 0;
     self->tx.publish_slot     = 0;
     self->tx.msgs             = 0;

@@ -161,6 +161,7 @@ typedef struct uct_hipower_ep {
         uint32_t                 announce_word; /* Push: their bitmap word */
         uint64_t                 woken_gen;    /* Peer sleep gen we woke */
         uint32_t                 msg_wrs;      /* Per message, at most */
+        hipower_txwin_t          win;          /* The bundle window */
         uint64_t                 epoch;        /* Of the peer's run we use */
         uint64_t                 ack_flags;    /* For the next trailer */
         uint64_t                 run_req;      /* Written last, or due */
@@ -542,6 +543,31 @@ uct_hipower_ep_tx_room(uct_hipower_ep_t *ep, int count)
     return UCS_OK;
 }
 
+/*
+ * uct_hipower_ep_tx_room() for a frame of short or bcopy active messages,
+ * which may wait in the endpoint's bundle: it also needs the bundle window
+ * open (UCX_HIPOWER_BUNDLE_WINDOW: few requests in flight), or it waits
+ * for the completion that opens it, and the messages after it join it.
+ * Zero-copy frames, which cannot be bundled, do not look at the window.
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_hipower_ep_tx_am_room(uct_hipower_ep_t *ep, int count)
+{
+    ucs_status_t status;
+
+    status = uct_hipower_ep_tx_room(ep, count);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    if (ucs_unlikely(hipower_txwin_full(&ep->tx.win,
+                                        ep->txqp.txq.acked_sn))) {
+        uct_hipower_ep_iface(ep)->stats.tx_window += count;
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return UCS_OK;
+}
+
 /* Takes the next peer slot and posts a frame of @a length bytes at
  * @a data in @a op's buffer, the trailer right after them in the same
  * buffer (hipower_ep_am.c); the caller checked the room
@@ -568,9 +594,13 @@ uct_hipower_ep_bundle_fits(uct_hipower_ep_t *ep, uint32_t length)
            hipower_bundle_record_size(length) <= max_payload;
 }
 
-/* Posts the open bundle if a slot and room are there: UCS_OK when none
- * stays open, UCS_ERR_NO_RESOURCE while it waits, or the post's error */
-ucs_status_t uct_hipower_ep_bundle_post(uct_hipower_ep_t *ep);
+/* Posts the open bundle if a slot and room are there, and with
+ * @a windowed, the bundle window is open (uct_hipower_ep_tx_am_room()):
+ * UCS_OK when none stays open, UCS_ERR_NO_RESOURCE while it waits, or the
+ * post's error. Unwindowed when nothing more will join it or it must go
+ * now: it is full, a flush, an arm or an operation that is not bundled
+ * waits for it. */
+ucs_status_t uct_hipower_ep_bundle_post(uct_hipower_ep_t *ep, int windowed);
 
 /*
  * Appends an active message (@a hdr_length bytes of @a hdr, then
@@ -590,15 +620,16 @@ void uct_hipower_ep_bundle_drop(uct_hipower_ep_t *ep);
  * else dropped; no error is reported */
 void uct_hipower_ep_bundle_leave(uct_hipower_ep_t *ep);
 
-/* Before an operation that is not bundled (zero-copy, RMA): the open
- * bundle goes first, or the operation waits (UCS_ERR_NO_RESOURCE) */
+/* Before an operation that is not bundled (zero-copy, RMA) or a flush:
+ * the open bundle goes first, window or not, or the operation waits
+ * (UCS_ERR_NO_RESOURCE) */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_hipower_ep_bundle_first(uct_hipower_ep_t *ep)
 {
     if (ucs_likely(!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN))) {
         return UCS_OK;
     }
-    return uct_hipower_ep_bundle_post(ep);
+    return uct_hipower_ep_bundle_post(ep, 0);
 }
 
 /*

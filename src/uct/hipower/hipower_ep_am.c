@@ -279,7 +279,11 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
         }
     }
 
-    status = uct_hipower_ep_post(ep, data_wr, last_wr, nwr, force_signal, op);
+    /* The frame that fills the bundle window asks for the completion that
+     * opens it again */
+    force_signal |= hipower_txwin_fills(&ep->tx.win, ep->txqp.txq.acked_sn);
+    status        = uct_hipower_ep_post(ep, data_wr, last_wr, nwr,
+                                        force_signal, op);
     if (ucs_unlikely(status != UCS_OK)) {
         if (read_op != NULL) {
             ucs_mpool_put_inline(read_op);
@@ -296,6 +300,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
 
     /* Flush waits for this, not for our own bitmap reads after it */
     ep->tx.user_end_sn = ep->txqp.txq.sn - (nwr - msg_nwr);
+    hipower_txwin_posted(&ep->tx.win, ep->tx.user_end_sn - 1);
     ep->tx.ack_flags   = 0; /* Said once */
     iface->stats.tx_msgs++;
     iface->stats.tx_bytes    += length;
@@ -438,8 +443,9 @@ static ucs_status_t uct_hipower_ep_am_place(uct_hipower_ep_t *ep,
         if (uct_hipower_ep_bundle_fits(ep, length)) {
             return UCS_INPROGRESS;
         }
-        /* Too large for what is left: the bundle goes first */
-        status = uct_hipower_ep_bundle_post(ep);
+        /* Too large for what is left: the bundle goes first, whatever the
+         * window (it gathers no more) */
+        status = uct_hipower_ep_bundle_post(ep, 0);
         if (status != UCS_OK) {
             return status;
         }
@@ -452,7 +458,7 @@ static ucs_status_t uct_hipower_ep_am_place(uct_hipower_ep_t *ep,
         return UCS_INPROGRESS;
     }
 
-    status = uct_hipower_ep_tx_room(ep, 1);
+    status = uct_hipower_ep_tx_am_room(ep, 1);
     return uct_hipower_ep_may_bundle(ep, status) ? UCS_INPROGRESS : status;
 }
 
@@ -513,6 +519,7 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
                    ucs_queue_is_empty(&ep->pending_q) &&
                    !uct_hipower_ep_tx_granted(ep) &&
                    (hipower_tx_ring_free(&ep->tx.ring) > 0) &&
+                   !hipower_txwin_full(&ep->tx.win, ep->txqp.txq.acked_sn) &&
                    uct_hipower_ep_has_room(ep, 2))) {
         status = uct_hipower_ep_am_short_frame(ep, id, hdr, buffer, length,
                                                1);
@@ -576,7 +583,7 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
          * or a pending dispatch gathers its requests into one */
         bundle = 1;
     } else {
-        status = uct_hipower_ep_tx_room(ep, 1);
+        status = uct_hipower_ep_tx_am_room(ep, 1);
         if (ucs_unlikely(status != UCS_OK)) {
             if (!uct_hipower_ep_may_bundle(ep, status)) {
                 return status;

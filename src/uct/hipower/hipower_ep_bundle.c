@@ -68,8 +68,11 @@ static void uct_hipower_ep_bundle_closed(uct_hipower_ep_t *ep)
     --uct_hipower_ep_iface(ep)->tx.bundles_open;
 }
 
-/* Posts the open bundle if it can go now; nothing else on failure */
-static ucs_status_t uct_hipower_ep_bundle_send(uct_hipower_ep_t *ep)
+/* Posts the open bundle if it can go now; nothing else on failure.
+ * @a windowed: only when the bundle window is open (it paces a stream; a
+ * bundle that must go now, on destroy, needs only a slot and room) */
+static ucs_status_t uct_hipower_ep_bundle_send(uct_hipower_ep_t *ep,
+                                               int windowed)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     hipower_bundle_t *frame    = &ep->tx.bundle.frame;
@@ -84,7 +87,8 @@ static ucs_status_t uct_hipower_ep_bundle_send(uct_hipower_ep_t *ep)
         return UCS_OK;
     }
 
-    status = uct_hipower_ep_tx_room(ep, 0);
+    status = windowed ? uct_hipower_ep_tx_am_room(ep, 0) :
+             uct_hipower_ep_tx_room(ep, 0);
     if (status != UCS_OK) {
         return status;
     }
@@ -118,9 +122,9 @@ static ucs_status_t uct_hipower_ep_bundle_send(uct_hipower_ep_t *ep)
     return UCS_OK;
 }
 
-ucs_status_t uct_hipower_ep_bundle_post(uct_hipower_ep_t *ep)
+ucs_status_t uct_hipower_ep_bundle_post(uct_hipower_ep_t *ep, int windowed)
 {
-    ucs_status_t status = uct_hipower_ep_bundle_send(ep);
+    ucs_status_t status = uct_hipower_ep_bundle_send(ep, windowed);
 
     if ((status != UCS_OK) && (status != UCS_ERR_NO_RESOURCE) &&
         !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
@@ -160,7 +164,7 @@ ucs_status_t uct_hipower_ep_bundle_add(uct_hipower_ep_t *ep, uint8_t am_id,
      * reports it: the message itself was accepted. A gathering dispatch
      * posts it when its requests have all been added. */
     if (!(ep->flags & UCT_HIPOWER_EP_FLAG_GATHER)) {
-        (void)uct_hipower_ep_bundle_post(ep);
+        (void)uct_hipower_ep_bundle_post(ep, 1);
     }
     return UCS_OK;
 }
@@ -186,7 +190,7 @@ void uct_hipower_ep_bundle_leave(uct_hipower_ep_t *ep)
     /* As the messages posted before: they go if they can (the user did
      * not flush, so nothing says whether they arrive) */
     if ((ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
-        (uct_hipower_ep_bundle_send(ep) != UCS_OK)) {
+        (uct_hipower_ep_bundle_send(ep, 0) != UCS_OK)) {
         uct_hipower_ep_bundle_drop(ep);
     }
 }

@@ -80,6 +80,7 @@ typedef struct uct_hipower_iface_config {
     unsigned                     shared_max_eps;
     int                          hold_slots;
     int                          bundle;
+    unsigned                     bundle_window;
     int                          print_stats;
     ucs_ternary_auto_value_t     mem_windows;
     unsigned                     gid_index;
@@ -219,6 +220,8 @@ typedef struct uct_hipower_iface {
         unsigned                 announce_batch;
         int                      hold_slots;   /* Handlers may keep slots */
         int                      bundle;       /* Bundles sent and taken */
+        unsigned                 bundle_window; /* Requests in flight that
+                                                   make messages bundle */
         int                      windows;      /* Peers' regions behind
                                                   type-2 windows */
         int                      print_stats;
@@ -368,7 +371,8 @@ ucs_status_t uct_hipower_iface_progress_pending(uct_hipower_iface_t *iface);
 
 unsigned uct_hipower_iface_progress(uct_iface_h tl_iface);
 
-/* Posts the open bundles that can go now; returns how many stay open */
+/* Posts the open bundles that can go now, window or not (the process is
+ * about to sleep); returns how many stay open */
 unsigned uct_hipower_iface_post_bundles(uct_hipower_iface_t *iface);
 
 /* Polls the send CQ and handles what it finds; returns how many */

@@ -40,6 +40,7 @@
     _f(doorbells)        /* ibv_post_send() calls: chains count once */ \
     _f(chained_reads)    /* Recycle READs posted in a message's chain */ \
     _f(tx_queue_full)    /* Sends refused: no send queue / CQ room */ \
+    _f(tx_window)        /* Sends refused: bundle window full */ \
     _f(pending_dispatch) /* Pending requests dispatched */ \
     _f(wakeup_writes)    /* Announces sent with immediate: peer was asleep */ \
     _f(wakeup_events)    /* Their receive completions here */ \

@@ -35,6 +35,25 @@ typedef struct hipower_txq {
 } hipower_txq_t;
 
 
+/*
+ * The bundle window (UCX_HIPOWER_BUNDLE_WINDOW) of one endpoint: at most
+ * @a size active-message frames in flight (posted, no completion seen for
+ * them yet); while that many are, its next short and bcopy messages wait
+ * in a bundle. Frames, not requests: the READs a transport posts of its
+ * own accord (a pull-mode receiver keeps one in flight all the time) must
+ * not hold the sender's messages back, or starve them.
+ * Keeps the work request ids of the last @a size frames.
+ */
+#define HIPOWER_TXWIN_MAX 8
+
+typedef struct hipower_txwin {
+    uint64_t sn[HIPOWER_TXWIN_MAX]; /* Last frames' ids, a ring */
+    uint32_t size;                  /* 0: no window */
+    uint32_t next;                  /* Oldest of the last @a size frames */
+    uint32_t posted;                /* Frames posted, up to @a size */
+} hipower_txwin_t;
+
+
 void hipower_txq_init(hipower_txq_t *txq, uint32_t sq_len);
 
 /*
@@ -139,6 +158,62 @@ uint32_t hipower_txq_completed(hipower_txq_t *txq, uint64_t wr_sn,
 static inline int hipower_txq_has_trailing(const hipower_txq_t *txq)
 {
     return (txq->unsignaled > 0) && (hipower_txq_outstanding(txq) > 0);
+}
+
+
+static inline void hipower_txwin_init(hipower_txwin_t *win, uint32_t size)
+{
+    assert(size <= HIPOWER_TXWIN_MAX);
+    win->size   = size;
+    win->next   = 0;
+    win->posted = 0;
+}
+
+/* Whether the request with id @a sn has completed, given the queue pair's
+ * @a acked_sn (every request before it has) */
+static inline int hipower_txwin_done(uint64_t sn, uint64_t acked_sn)
+{
+    return sn < acked_sn;
+}
+
+/* Whether the window is full: the last @a size frames are all in flight */
+static inline int hipower_txwin_full(const hipower_txwin_t *win,
+                                     uint64_t acked_sn)
+{
+    return (win->size > 0) && (win->posted == win->size) &&
+           !hipower_txwin_done(win->sn[win->next], acked_sn);
+}
+
+/*
+ * Whether the frame about to be posted fills the window: the @a size - 1
+ * frames before it are all in flight (in order: the oldest of them is).
+ * Its last request must then be signaled, since only a completion opens
+ * the window again; that one retires every frame before it too.
+ */
+static inline int hipower_txwin_fills(const hipower_txwin_t *win,
+                                      uint64_t acked_sn)
+{
+    if (win->size <= 1) {
+        return win->size == 1;
+    }
+    /* Once @a size - 1 frames were posted, the oldest of the last
+     * @a size - 1 sits one after @a next */
+    return (win->posted >= win->size - 1) &&
+           !hipower_txwin_done(win->sn[(win->next + 1) % win->size],
+                               acked_sn);
+}
+
+/* A frame whose last request has id @a sn went out */
+static inline void hipower_txwin_posted(hipower_txwin_t *win, uint64_t sn)
+{
+    if (win->size == 0) {
+        return;
+    }
+    win->sn[win->next] = sn;
+    win->next          = (win->next + 1) % win->size;
+    if (win->posted < win->size) {
+        ++win->posted;
+    }
 }
 
 #endif
