@@ -280,10 +280,12 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     }
 
     /* The frame that fills the bundle window asks for the completion that
-     * opens it again */
-    force_signal |= hipower_txwin_fills(&ep->tx.win, ep->txqp.txq.acked_sn);
-    status        = uct_hipower_ep_post(ep, data_wr, last_wr, nwr,
-                                        force_signal, op);
+     * opens it again (no work per message with the window off) */
+    if (ucs_unlikely(ep->tx.win.size > 0)) {
+        force_signal |= hipower_txwin_fills(&ep->tx.win,
+                                            ep->txqp.txq.acked_sn);
+    }
+    status = uct_hipower_ep_post(ep, data_wr, last_wr, nwr, force_signal, op);
     if (ucs_unlikely(status != UCS_OK)) {
         if (read_op != NULL) {
             ucs_mpool_put_inline(read_op);
@@ -300,7 +302,9 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
 
     /* Flush waits for this, not for our own bitmap reads after it */
     ep->tx.user_end_sn = ep->txqp.txq.sn - (nwr - msg_nwr);
-    hipower_txwin_posted(&ep->tx.win, ep->tx.user_end_sn - 1);
+    if (ucs_unlikely(ep->tx.win.size > 0)) {
+        hipower_txwin_posted(&ep->tx.win, ep->tx.user_end_sn - 1);
+    }
     ep->tx.ack_flags   = 0; /* Said once */
     iface->stats.tx_msgs++;
     iface->stats.tx_bytes    += length;
