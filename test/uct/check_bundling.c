@@ -172,6 +172,10 @@ static uint64_t window_burst(const char *window, unsigned n)
     unsigned i;
 
     setenv("UCX_HIPOWER_BUNDLE_WINDOW", window, 1);
+    if (getenv("UCX_HIPOWER_BUNDLE_HOLD_TIME") == NULL) {
+        /* The hold timer must not post the bundle while the test looks */
+        setenv("UCX_HIPOWER_BUNDLE_HOLD_TIME", "1s", 1);
+    }
     setup_pairs(1);
     hold_probability = 0;
     ia = iface_of(&side_a);
@@ -189,7 +193,7 @@ static uint64_t window_burst(const char *window, unsigned n)
 }
 
 /*
- * The bundle window (UCX_HIPOWER_BUNDLE_WINDOW, default 2). A sends a burst
+ * The bundle window (UCX_HIPOWER_BUNDLE_WINDOW, here 2). A sends a burst
  * of 40 small messages without progress to B, whose slots are free: the
  * first goes at once as a frame of its own (nothing in flight before it),
  * the others wait in one bundle while it is in flight -- none refused,
@@ -243,6 +247,54 @@ START_TEST(test_bundle_window)
     ck_assert_uint_eq(received, N + 1);
     ck_assert_uint_eq(ia->stats.tx_bundles, 0);
     ck_assert_int_eq(errors, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * The bundle window's deadline (UCX_HIPOWER_BUNDLE_HOLD_TIME): A sends the
+ * same burst with a window of 2 and then calls nothing at all -- not even
+ * progress, which would post the bundle when the completion comes. The
+ * hold timer of A's async context must post it: B's progress alone gets
+ * every message, in order and intact, and A's timer stops by itself once
+ * nothing is held. Red when the timer is not started. Not in pull mode.
+ */
+START_TEST(test_bundle_window_deadline)
+{
+    enum { N = 40 };
+    uct_hipower_iface_t *ia;
+    ucs_time_t deadline;
+    uint64_t bells;
+
+    if (pull_mode()) {
+        /* Delivery there waits for the sender's progress anyway (it
+         * publishes the bitmap the receiver reads) */
+        printf("bundle window deadline: not in pull mode\n");
+        return;
+    }
+
+    setenv("UCX_HIPOWER_BUNDLE_HOLD_TIME", "2ms", 1);
+    bells = window_burst("2", N);
+    ia    = iface_of(&side_a);
+    /* The window held messages (the timer may have posted some already) */
+    ck_assert_uint_lt(bells, N);
+
+    progress_until_received(N + 1, 0, 1);
+    printf("bundle window deadline: %" PRIu64 " doorbell(s) for the burst, "
+           "%" PRIu64 " bundle(s) posted by A's hold timer, none by A's "
+           "calls\n", bells, ia->stats.tx_hold_posts);
+    ck_assert_uint_eq(received, N + 1);
+    ck_assert_uint_ge(ia->stats.tx_hold_posts, 1);
+    ck_assert_uint_ge(ia->stats.tx_bundled, 2);
+    ck_assert_int_eq(errors, 0);
+
+    /* Nothing held any more: the timer removes itself within two ticks */
+    deadline = ucs_get_time() + ucs_time_from_sec(5.0);
+    while ((*(volatile int*)&ia->tx.hold_timer != 0) &&
+           (ucs_get_time() < deadline)) {
+        progress(0, 1);
+    }
+    ck_assert_int_eq(ia->tx.hold_timer, 0);
     teardown_pairs();
 }
 END_TEST
@@ -598,6 +650,7 @@ void add_bundle_tests(Suite *suite)
     BUNDLE_CASE(suite, bundle_when_no_slot);
     BUNDLE_CASE(suite, bundle_only_when_refused);
     BUNDLE_CASE(suite, bundle_window);
+    BUNDLE_CASE(suite, bundle_window_deadline);
     BUNDLE_LOOP_CASE(suite, bundle_keeps_order, 2);
     BUNDLE_CASE(suite, bundle_gathers_pending);
     BUNDLE_CASE(suite, bundle_many_peers);

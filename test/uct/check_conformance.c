@@ -45,10 +45,19 @@
 #include <sys/wait.h>
 
 
+/* A's transport counters (hipower_stats.h) */
+static const uct_hipower_stats_t *a_stats(void)
+{
+    return &ucs_derived_of(side_a.iface, uct_hipower_iface_t)->stats;
+}
+
 /*
  * Once a send returned UCS_OK the sender calls nothing more: B's progress
  * alone must deliver the message (one announced only by the sender's next
- * call would never arrive).
+ * call would never arrive). Twice: at the default, and with a bundle window
+ * of 2 (UCX_HIPOWER_BUNDLE_WINDOW), where the sender, which never
+ * progresses, soon has 2 frames in flight and its window holds the next
+ * message: then the hold timer (BUNDLE_HOLD_TIME) has to post it.
  */
 START_TEST(test_delivery_needs_no_sender_call)
 {
@@ -64,6 +73,9 @@ START_TEST(test_delivery_needs_no_sender_call)
         return;
     }
 
+    if (_i == 1) {
+        setenv("UCX_HIPOWER_BUNDLE_WINDOW", "2", 1);
+    }
     setup_pairs(2);
     alloc_zbufs();
     hold_probability = 0;
@@ -81,6 +93,16 @@ START_TEST(test_delivery_needs_no_sender_call)
         }
         ck_assert_msg(received == before + 1, "message %u was not delivered "
                       "without a call of the sender", n);
+    }
+    if (_i == 1) {
+        /* The timer did it: with a sender that never progresses, the
+         * window held messages (the first refusals, tx_window) and only
+         * the timer could post them */
+        printf("delivery without a sender call, bundle window 2: %" PRIu64
+               " sends held by the window, %" PRIu64 " posted by the hold "
+               "timer\n", a_stats()->tx_window,
+               a_stats()->tx_hold_posts);
+        ck_assert_uint_gt(a_stats()->tx_hold_posts, 0);
     }
     free_zbufs();
     ck_assert_int_eq(errors, 0);
@@ -2096,6 +2118,16 @@ END_TEST
 
 /* Each test in a Check case of its own, named after it without "test_",
  * so that one can run alone (CK_RUN_CASE=fence) */
+/* Runs _n times, _i = 0 .. _n - 1 */
+#define CONFORMANCE_LOOP_CASE(_suite, _name, _timeout, _n) \
+    { \
+        TCase *_tc = tcase_create(#_name); \
+        tcase_set_tags(_tc, #_name); \
+        tcase_set_timeout(_tc, _timeout); \
+        tcase_add_loop_test(_tc, test_##_name, 0, _n); \
+        suite_add_tcase(_suite, _tc); \
+    }
+
 #define CONFORMANCE_CASE(_suite, _name, _timeout) \
     { \
         TCase *_tc = tcase_create(#_name); \
@@ -2108,7 +2140,7 @@ END_TEST
 
 void add_conformance_tests(Suite *suite)
 {
-    CONFORMANCE_CASE(suite, delivery_needs_no_sender_call, 600);
+    CONFORMANCE_LOOP_CASE(suite, delivery_needs_no_sender_call, 600, 2);
     CONFORMANCE_CASE(suite, am_short_bounded_by_slot, 600);
     CONFORMANCE_CASE(suite, iface_fence_orders_get_then_put, 600);
     CONFORMANCE_CASE(suite, flush_cancel, 600);

@@ -12,9 +12,17 @@
 #include "fixture.h"
 
 #include <hipower_wire.h>
+#include <hipower_iface.h>
 
+#include <inttypes.h>
 #include <pthread.h>
 
+
+/* A's transport counters (hipower_stats.h) */
+static const uct_hipower_stats_t *a_stats(void)
+{
+    return &ucs_derived_of(side_a.iface, uct_hipower_iface_t)->stats;
+}
 
 /* Random traffic over several endpoints: in order, once, intact */
 START_TEST(test_random_traffic)
@@ -619,7 +627,9 @@ END_TEST
  * Wakeup: B sleeps on its event fd (push mode), A sends one message at a
  * time and calls nothing after the send; each message must make the fd
  * readable, and the fd must stay quiet while nothing is sent. Pull mode
- * offers no events and says so.
+ * offers no events and says so. Twice: at the default, and with a bundle
+ * window of 2, where A's window holds its messages after the first two
+ * (A never progresses) and the hold timer must post them.
  */
 START_TEST(test_wakeup)
 {
@@ -627,6 +637,9 @@ START_TEST(test_wakeup)
     uint64_t before;
     unsigned n;
 
+    if (_i == 1) {
+        setenv("UCX_HIPOWER_BUNDLE_WINDOW", "2", 1);
+    }
     if (!wakeup_setup(2, &pfd)) {
         return;
     }
@@ -646,6 +659,11 @@ START_TEST(test_wakeup)
         ck_assert_msg(poll(&pfd, 1, 10000) == 1, "message %u did not wake "
                       "the receiver within 10 s", n);
         wait_received_one(before);
+    }
+    if (_i == 1) {
+        printf("wakeup, bundle window 2: %" PRIu64 " posted by the hold "
+               "timer\n", a_stats()->tx_hold_posts);
+        ck_assert_uint_gt(a_stats()->tx_hold_posts, 0);
     }
     ck_assert_int_eq(errors, 0);
     teardown_pairs();
@@ -845,7 +863,7 @@ void add_transport_tests(Suite *suite)
     suite_add_tcase(suite, arrival);
     /* Its own case, so it can run alone (CK_RUN_CASE=wakeup) */
     tcase_set_timeout(wakeup, 600);
-    tcase_add_test(wakeup, test_wakeup);
+    tcase_add_loop_test(wakeup, test_wakeup, 0, 2);
     tcase_add_test(wakeup, test_wakeup_after_busy_arm);
     suite_add_tcase(suite, wakeup);
     /* Its own case, so valgrind can run it alone (CK_RUN_CASE=destroy) */

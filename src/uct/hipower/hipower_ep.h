@@ -543,6 +543,17 @@ uct_hipower_ep_tx_room(uct_hipower_ep_t *ep, int count)
     return UCS_OK;
 }
 
+/* The window holds a send: the hold timer must run (hipower_ep_hold.c) */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_hold(uct_hipower_iface_t *iface, int count)
+{
+    iface->stats.tx_window += count;
+    iface->tx.hold_seen     = 1;
+    if (ucs_unlikely(iface->tx.hold_timer == 0)) {
+        uct_hipower_iface_hold_start(iface);
+    }
+}
+
 /*
  * uct_hipower_ep_tx_room() for a frame of short or bcopy active messages,
  * which may wait in the endpoint's bundle: it also needs the bundle window
@@ -562,7 +573,7 @@ uct_hipower_ep_tx_am_room(uct_hipower_ep_t *ep, int count)
 
     if (ucs_unlikely(hipower_txwin_full(&ep->tx.win,
                                         ep->txqp.txq.acked_sn))) {
-        uct_hipower_ep_iface(ep)->stats.tx_window += count;
+        uct_hipower_ep_hold(uct_hipower_ep_iface(ep), count);
         return UCS_ERR_NO_RESOURCE;
     }
     return UCS_OK;

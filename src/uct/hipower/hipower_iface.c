@@ -200,13 +200,24 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      "frames in flight, as a lone message does, goes at once, alone. Under\n"
      "load a stream of small messages becomes about one write per round trip\n"
      "per window entry: far fewer packets, doorbells and completions per\n"
-     "message. The cost: a message held by the window reaches the receiver\n"
-     "only once the sender calls progress, flush or arm again (as with\n"
-     "ANNOUNCE_BATCH > 1), so only for senders that keep progressing, as MPI\n"
-     "and UCP programs do. 0: no window; a message is bundled only when it\n"
-     "cannot be posted (no free peer slot, no send or completion queue room).",
+     "message. The cost: a message held by the window waits for the\n"
+     "sender's next progress, flush or arm, or at most BUNDLE_HOLD_TIME, and\n"
+     "the endpoint operations take the worker's async lock. 0: no window; a\n"
+     "message is bundled only when it cannot be posted (no free peer slot,\n"
+     "no send or completion queue room).",
      ucs_offsetof(uct_hipower_iface_config_t, bundle_window),
      UCS_CONFIG_TYPE_UINT},
+
+    {"BUNDLE_HOLD_TIME", "1ms",
+     "With BUNDLE_WINDOW: the longest a bundle held by the window waits for\n"
+     "the sender's next call (0.01ms to 1s). Past it UCX's async thread\n"
+     "posts the bundle, so that delivery never waits for a sender that\n"
+     "stopped calling UCX; for this, while the window is on, the endpoint\n"
+     "operations run under the worker's async lock, as ud_verbs' do. The\n"
+     "timer runs only while bundles are held. With an async context in poll\n"
+     "mode the timer fires only when the context is polled.",
+     ucs_offsetof(uct_hipower_iface_config_t, bundle_hold_time),
+     UCS_CONFIG_TYPE_TIME_UNITS},
 
     {"HOLD_SLOTS", "n",
      "Let active-message handlers keep messages (UCT_CB_PARAM_FLAG_DESC).\n"
@@ -333,6 +344,10 @@ uct_hipower_iface_check_config(uct_hipower_iface_t *self,
         !uct_hipower_config_in_range(self, "BUNDLE_WINDOW",
                                      config->bundle_window, 0,
                                      HIPOWER_TXWIN_MAX) ||
+        !uct_hipower_config_in_range(self, "BUNDLE_HOLD_TIME (in ns)",
+                                     (unsigned long)(ucs_time_to_nsec(
+                                         config->bundle_hold_time) + 0.5),
+                                     10000, 1000000000ul) ||
         !uct_hipower_config_in_range(self, "TX_MAX_INLINE", config->max_inline,
                                      32, UCT_HIPOWER_MAX_INLINE) ||
         !uct_hipower_config_in_range(self, "ANNOUNCE_BATCH",
@@ -1008,6 +1023,8 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->tx.fence_beat = 0;
     self->tx.starved    = 0;
     self->tx.bundles_open = 0;
+    self->tx.hold_timer   = 0;
+    self->tx.hold_seen    = 0;
     ucs_list_head_init(&self->tx.trailing_eps);
     self->async_seq     = md->async.seq;
     kh_init_inplace(uct_hipower_qp_ep, &self->qp_eps);
@@ -1049,6 +1066,9 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->config.hold_slots        = config->hold_slots;
     self->config.bundle            = config->bundle;
     self->config.bundle_window     = config->bundle_window;
+    self->config.bundle_hold_time  = config->bundle_hold_time;
+    /* With the window on, the endpoint ops take the async lock */
+    uct_hipower_iface_hold_init(self);
     self->config.print_stats       = config->print_stats;
     self->config.gid_index         = config->gid_index;
     self->config.sl                = config->sl;
@@ -1275,6 +1295,8 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_iface_t)
 {
     uct_hipower_ep_t *ep, *tmp;
 
+    /* Before anything it may touch goes */
+    uct_hipower_iface_hold_cleanup(self);
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
 

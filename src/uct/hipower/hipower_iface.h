@@ -81,6 +81,7 @@ typedef struct uct_hipower_iface_config {
     int                          hold_slots;
     int                          bundle;
     unsigned                     bundle_window;
+    ucs_time_t                   bundle_hold_time;
     int                          print_stats;
     ucs_ternary_auto_value_t     mem_windows;
     unsigned                     gid_index;
@@ -183,6 +184,13 @@ typedef struct uct_hipower_iface {
         ucs_list_link_t          trailing_eps;
         /* Endpoints with a bundle open: event arm says busy until none */
         unsigned                 bundles_open;
+        /* The bundle window's hold timer (hipower_ep_hold.c): its id while it
+         * runs, 0 when not, -1 when it could not be added; hold_seen, a
+         * send held by the window since its last tick */
+        int                      hold_timer;
+        int                      hold_seen;
+        /* The interface's internal ops with the connect under the lock */
+        uct_iface_internal_ops_t held_internal_ops;
     } tx;
 
     struct {
@@ -222,6 +230,8 @@ typedef struct uct_hipower_iface {
         int                      bundle;       /* Bundles sent and taken */
         unsigned                 bundle_window; /* Requests in flight that
                                                    make messages bundle */
+        ucs_time_t               bundle_hold_time; /* A held bundle's
+                                                      deadline */
         int                      windows;      /* Peers' regions behind
                                                   type-2 windows */
         int                      print_stats;
@@ -370,6 +380,16 @@ unsigned uct_hipower_iface_progress_async(uct_hipower_iface_t *iface);
 ucs_status_t uct_hipower_iface_progress_pending(uct_hipower_iface_t *iface);
 
 unsigned uct_hipower_iface_progress(uct_iface_h tl_iface);
+
+/* The bundle window's hold timer (hipower_ep_hold.c): with the window on,
+ * swaps the interface's endpoint ops for ones under the async lock */
+void uct_hipower_iface_hold_init(uct_hipower_iface_t *iface);
+
+/* Adds the timer: the window held a send and it is not running */
+void uct_hipower_iface_hold_start(uct_hipower_iface_t *iface);
+
+/* Removes it, before the interface goes */
+void uct_hipower_iface_hold_cleanup(uct_hipower_iface_t *iface);
 
 /* Posts the open bundles that can go now, window or not (the process is
  * about to sleep); returns how many stay open */
