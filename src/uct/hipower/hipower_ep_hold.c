@@ -17,12 +17,18 @@
  *
  * The timer runs under the worker's async lock (UCX's async thread, or the
  * user's thread through ucs_async_check_miss() when the lock was taken at
- * the tick). Progress, flush and arm take that lock already; while the
- * window is on, so does every endpoint operation (the interface's ops are
- * swapped for the wrappers below when it opens, as ud_verbs runs its
- * operations under uct_ud_enter()): the timer posts on the QPs, takes the
- * completion queue's credits and the peers' slots that sends use. With the
- * window off nothing here runs and no operation takes the lock.
+ * the tick), so never beside progress, flush or arm, which take that lock.
+ * Endpoint operations do not take it: UCS_ASYNC_BLOCK around each, as
+ * ud_verbs does, cost about 70 user-space instructions per message on the
+ * rig (the recursive spinlock, pthread_self() and the lock's calls; 394 ->
+ * 466 per 8 B message with a window of 2). Instead, while the window is on,
+ * the interface's endpoint ops are swapped, when it opens, for wrappers
+ * that keep a count of operations running (hold_ops), and the timer raises
+ * hold_posting: each stores its own mark, then reads the other's, both
+ * sequentially consistent, so of two that start together at least one sees
+ * the other -- the timer then leaves it for its next tick, an operation
+ * waits the few microseconds of the timer's post. With the window off
+ * nothing here runs and the ops are the plain ones.
  *
  * The timer is added when the window first holds a send and removes itself
  * after a tick that saw no bundle open and no send held, so an idle
@@ -33,21 +39,41 @@
 
 #include <ucs/async/async.h>
 #include <ucs/debug/log.h>
+#include <sched.h>
 
 
-#define UCT_HIPOWER_HELD_ASYNC(_tl_ep) \
-    (ucs_derived_of((_tl_ep)->iface, uct_hipower_iface_t)->super.worker->async)
+/* An operation starts: marked, then clear of the timer (see above) */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_held_enter(uct_hipower_iface_t *iface)
+{
+    __atomic_store_n(&iface->tx.hold_ops, iface->tx.hold_ops + 1,
+                     __ATOMIC_SEQ_CST);
+    while (ucs_unlikely(__atomic_load_n(&iface->tx.hold_posting,
+                                        __ATOMIC_SEQ_CST))) {
+        sched_yield();
+    }
+}
 
-/* One wrapper per endpoint operation: the plain one, under the lock */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_held_leave(uct_hipower_iface_t *iface)
+{
+    __atomic_store_n(&iface->tx.hold_ops, iface->tx.hold_ops - 1,
+                     __ATOMIC_RELEASE);
+}
+
+#define UCT_HIPOWER_HELD_IFACE(_tl_ep) \
+    ucs_derived_of((_tl_ep)->iface, uct_hipower_iface_t)
+
+/* One wrapper per endpoint operation: the plain one, marked */
 #define UCT_HIPOWER_HELD_OP(_type, _name, _params, _args) \
     static _type uct_hipower_held_##_name _params \
     { \
-        ucs_async_context_t *async = UCT_HIPOWER_HELD_ASYNC(tl_ep); \
+        uct_hipower_iface_t *iface = UCT_HIPOWER_HELD_IFACE(tl_ep); \
         _type ret; \
         \
-        UCS_ASYNC_BLOCK(async); \
+        uct_hipower_held_enter(iface); \
         ret = uct_hipower_##_name _args; \
-        UCS_ASYNC_UNBLOCK(async); \
+        uct_hipower_held_leave(iface); \
         return ret; \
     }
 
@@ -145,11 +171,11 @@ static void uct_hipower_held_ep_pending_purge(uct_ep_h tl_ep,
                                               uct_pending_purge_callback_t cb,
                                               void *arg)
 {
-    ucs_async_context_t *async = UCT_HIPOWER_HELD_ASYNC(tl_ep);
+    uct_hipower_iface_t *iface = UCT_HIPOWER_HELD_IFACE(tl_ep);
 
-    UCS_ASYNC_BLOCK(async);
+    uct_hipower_held_enter(iface);
     uct_hipower_ep_pending_purge(tl_ep, cb, arg);
-    UCS_ASYNC_UNBLOCK(async);
+    uct_hipower_held_leave(iface);
 }
 
 static ucs_status_t uct_hipower_held_ep_create(const uct_ep_params_t *params,
@@ -159,39 +185,35 @@ static ucs_status_t uct_hipower_held_ep_create(const uct_ep_params_t *params,
                                                 uct_hipower_iface_t);
     ucs_status_t status;
 
-    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    uct_hipower_held_enter(iface);
     status = UCS_CLASS_NEW_FUNC_NAME(uct_hipower_ep_t)(params, ep_p);
-    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    uct_hipower_held_leave(iface);
     return status;
 }
 
 static void uct_hipower_held_ep_destroy(uct_ep_h tl_ep)
 {
-    ucs_async_context_t *async = UCT_HIPOWER_HELD_ASYNC(tl_ep);
+    uct_hipower_iface_t *iface = UCT_HIPOWER_HELD_IFACE(tl_ep);
 
-    UCS_ASYNC_BLOCK(async);
+    uct_hipower_held_enter(iface);
     UCS_CLASS_DELETE_FUNC_NAME(uct_hipower_ep_t)(tl_ep);
-    UCS_ASYNC_UNBLOCK(async);
+    uct_hipower_held_leave(iface);
 }
 
-static void uct_hipower_iface_hold_timer(int id, ucs_event_set_types_t events,
-                                         void *arg)
+/* Every bundle open: unwindowed, it needs only a slot and room; one that
+ * cannot go stays for progress. A post that fails fails its endpoint
+ * (UCP's error handler is UCT_CB_FLAG_ASYNC, as for its wire-up from this
+ * thread). Returns whether the timer is still needed. */
+static int uct_hipower_iface_hold_post(uct_hipower_iface_t *iface)
 {
-    uct_hipower_iface_t *iface = arg;
     uct_hipower_ep_t *ep, *tmp;
 
     if ((iface->tx.bundles_open == 0) && !iface->tx.hold_seen) {
-        /* A tick with nothing held: stop until the window holds again */
-        ucs_async_remove_handler(id, 0);
-        iface->tx.hold_timer = 0;
-        return;
+        return 0;
     }
 
     iface->tx.hold_seen = 0;
-    /* Every endpoint with a bundle open is in pending_eps. Unwindowed: it
-     * needs only a slot and room; if it cannot go, it stays for progress.
-     * A post that fails fails its endpoint (UCP's error handler is
-     * UCT_CB_FLAG_ASYNC, as for its wire-up from this thread) */
+    /* Every endpoint with a bundle open is in pending_eps */
     ucs_list_for_each_safe(ep, tmp, &iface->pending_eps, pending_list) {
         if (iface->tx.bundles_open == 0) {
             break;
@@ -201,6 +223,29 @@ static void uct_hipower_iface_hold_timer(int id, ucs_event_set_types_t events,
             iface->stats.tx_hold_posts++;
         }
     }
+    return 1;
+}
+
+static void uct_hipower_iface_hold_timer(int id, ucs_event_set_types_t events,
+                                         void *arg)
+{
+    uct_hipower_iface_t *iface = arg;
+    int needed;
+
+    __atomic_store_n(&iface->tx.hold_posting, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&iface->tx.hold_ops, __ATOMIC_SEQ_CST) != 0) {
+        /* An operation runs in the user's thread: the next tick */
+        __atomic_store_n(&iface->tx.hold_posting, 0, __ATOMIC_RELEASE);
+        return;
+    }
+
+    needed = uct_hipower_iface_hold_post(iface);
+    if (!needed) {
+        /* A tick with nothing held: stop until the window holds again */
+        ucs_async_remove_handler(id, 0);
+        iface->tx.hold_timer = 0;
+    }
+    __atomic_store_n(&iface->tx.hold_posting, 0, __ATOMIC_RELEASE);
 }
 
 void uct_hipower_iface_hold_start(uct_hipower_iface_t *iface)
@@ -226,8 +271,10 @@ void uct_hipower_iface_hold_init(uct_hipower_iface_t *iface)
 {
     uct_iface_ops_t *ops = &iface->super.super.ops;
 
-    iface->tx.hold_timer = 0;
-    iface->tx.hold_seen  = 0;
+    iface->tx.hold_timer   = 0;
+    iface->tx.hold_seen    = 0;
+    iface->tx.hold_ops     = 0;
+    iface->tx.hold_posting = 0;
     if (iface->config.bundle_window == 0) {
         return;
     }

@@ -186,9 +186,13 @@ typedef struct uct_hipower_iface {
         unsigned                 bundles_open;
         /* The bundle window's hold timer (hipower_ep_hold.c): its id while it
          * runs, 0 when not, -1 when it could not be added; hold_seen, a
-         * send held by the window since its last tick */
+         * send held by the window since its last tick; hold_ops, endpoint
+         * operations running, and hold_posting, the timer at work: the
+         * two marks by which they keep out of each other's way */
         int                      hold_timer;
         int                      hold_seen;
+        unsigned                 hold_ops;
+        int                      hold_posting;
         /* The interface's internal ops with the connect under the lock */
         uct_iface_internal_ops_t held_internal_ops;
     } tx;
