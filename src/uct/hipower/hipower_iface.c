@@ -202,9 +202,9 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      "per window entry: far fewer packets, doorbells and completions per\n"
      "message. The cost: a message held by the window waits for the\n"
      "sender's next progress, flush or arm, or at most BUNDLE_HOLD_TIME, and\n"
-     "the endpoint operations take the worker's async lock. 0: no window; a\n"
-     "message is bundled only when it cannot be posted (no free peer slot,\n"
-     "no send or completion queue room).",
+     "each endpoint operation passes a wrapper that keeps it apart from the\n"
+     "hold timer. 0: no window; a message is bundled only when it cannot be\n"
+     "posted (no free peer slot, no send or completion queue room).",
      ucs_offsetof(uct_hipower_iface_config_t, bundle_window),
      UCS_CONFIG_TYPE_UINT},
 
@@ -1069,7 +1069,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->config.bundle            = config->bundle;
     self->config.bundle_window     = config->bundle_window;
     self->config.bundle_hold_time  = config->bundle_hold_time;
-    /* With the window on, the endpoint ops take the async lock */
+    /* With the window on, the endpoint ops are wrapped (hipower_ep_hold.c) */
     uct_hipower_iface_hold_init(self);
     self->config.print_stats       = config->print_stats;
     self->config.gid_index         = config->gid_index;

@@ -193,7 +193,7 @@ typedef struct uct_hipower_iface {
         int                      hold_seen;
         unsigned                 hold_ops;
         int                      hold_posting;
-        /* The interface's internal ops with the connect under the lock */
+        /* The interface's internal ops with the connect wrapped */
         uct_iface_internal_ops_t held_internal_ops;
     } tx;
 
@@ -386,7 +386,8 @@ ucs_status_t uct_hipower_iface_progress_pending(uct_hipower_iface_t *iface);
 unsigned uct_hipower_iface_progress(uct_iface_h tl_iface);
 
 /* The bundle window's hold timer (hipower_ep_hold.c): with the window on,
- * swaps the interface's endpoint ops for ones under the async lock */
+ * swaps the interface's endpoint ops for wrappers that keep them apart
+ * from the timer */
 void uct_hipower_iface_hold_init(uct_hipower_iface_t *iface);
 
 /* Adds the timer: the window held a send and it is not running */
