@@ -194,3 +194,20 @@ void uct_hipower_ep_bundle_leave(uct_hipower_ep_t *ep)
         uct_hipower_ep_bundle_drop(ep);
     }
 }
+
+unsigned uct_hipower_iface_post_bundles(uct_hipower_iface_t *iface)
+{
+    uct_hipower_ep_t *ep, *tmp;
+
+    /* Every endpoint with a bundle open is listed for dispatch; a failed
+     * post fails only its own endpoint (which unlists it) */
+    ucs_list_for_each_safe(ep, tmp, &iface->pending_eps, pending_list) {
+        if (iface->tx.bundles_open == 0) {
+            break;
+        }
+        if (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
+            (void)uct_hipower_ep_bundle_post(ep, 0);
+        }
+    }
+    return iface->tx.bundles_open;
+}

@@ -200,29 +200,22 @@ static void uct_hipower_held_ep_destroy(uct_ep_h tl_ep)
     uct_hipower_held_leave(iface);
 }
 
-/* Every bundle open: unwindowed, it needs only a slot and room; one that
- * cannot go stays for progress. A post that fails fails its endpoint
- * (UCP's error handler is UCT_CB_FLAG_ASYNC, as for its wire-up from this
- * thread). Returns whether the timer is still needed. */
+/* Posts the open bundles (uct_hipower_iface_post_bundles(): unwindowed,
+ * each needs only a slot and room; one that cannot go stays for progress;
+ * a post that fails fails its endpoint, and UCP's error handler is
+ * UCT_CB_FLAG_ASYNC, as for its wire-up from this thread). Returns whether
+ * the timer is still needed. */
 static int uct_hipower_iface_hold_post(uct_hipower_iface_t *iface)
 {
-    uct_hipower_ep_t *ep, *tmp;
+    unsigned open = iface->tx.bundles_open;
 
-    if ((iface->tx.bundles_open == 0) && !iface->tx.hold_seen) {
+    if ((open == 0) && !iface->tx.hold_seen) {
         return 0;
     }
 
-    iface->tx.hold_seen = 0;
-    /* Every endpoint with a bundle open is in pending_eps */
-    ucs_list_for_each_safe(ep, tmp, &iface->pending_eps, pending_list) {
-        if (iface->tx.bundles_open == 0) {
-            break;
-        }
-        if ((ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
-            (uct_hipower_ep_bundle_post(ep, 0) == UCS_OK)) {
-            iface->stats.tx_hold_posts++;
-        }
-    }
+    iface->tx.hold_seen        = 0;
+    /* Those that went (or were dropped with a failed endpoint) */
+    iface->stats.tx_hold_posts += open - uct_hipower_iface_post_bundles(iface);
     return 1;
 }
 
@@ -271,10 +264,7 @@ void uct_hipower_iface_hold_init(uct_hipower_iface_t *iface)
 {
     uct_iface_ops_t *ops = &iface->super.super.ops;
 
-    iface->tx.hold_timer   = 0;
-    iface->tx.hold_seen    = 0;
-    iface->tx.hold_ops     = 0;
-    iface->tx.hold_posting = 0;
+    /* (The marks and the timer's id were cleared with the rest of tx) */
     if (iface->config.bundle_window == 0) {
         return;
     }

@@ -758,23 +758,6 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
     return count;
 }
 
-unsigned uct_hipower_iface_post_bundles(uct_hipower_iface_t *iface)
-{
-    uct_hipower_ep_t *ep, *tmp;
-
-    /* Every endpoint with a bundle open is listed for dispatch; a failed
-     * post fails only its own endpoint (which unlists it) */
-    ucs_list_for_each_safe(ep, tmp, &iface->pending_eps, pending_list) {
-        if (iface->tx.bundles_open == 0) {
-            break;
-        }
-        if (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
-            (void)uct_hipower_ep_bundle_post(ep, 0);
-        }
-    }
-    return iface->tx.bundles_open;
-}
-
 /*
  * UCP creates, connects and destroys endpoints from its wire-up handler,
  * which UCX's async thread runs (UCT_CB_FLAG_ASYNC, e.g. from ud_verbs'

@@ -41,8 +41,9 @@
     _f(chained_reads)    /* Recycle READs posted in a message's chain */ \
     _f(tx_queue_full)    /* Sends refused: no send queue / CQ room */ \
     _f(tx_window)        /* Sends refused: bundle window full */ \
-    _f(tx_hold_posts)    /* Held bundles posted by the hold timer: no \
-                            sender call within BUNDLE_HOLD_TIME */ \
+    _f(tx_hold_posts)    /* Held bundles posted (or dropped with a failed \
+                            endpoint) by the hold timer: no sender call \
+                            within BUNDLE_HOLD_TIME */ \
     _f(pending_dispatch) /* Pending requests dispatched */ \
     _f(wakeup_writes)    /* Announces sent with immediate: peer was asleep */ \
     _f(wakeup_events)    /* Their receive completions here */ \
