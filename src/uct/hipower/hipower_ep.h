@@ -86,7 +86,12 @@ enum {
      * and bcopy messages all go into the bundle, posted once at the end
      * of the dispatch: one work request and one doorbell for the requests
      * that waited (uct_hipower_ep_dispatch_pending()) */
-    UCT_HIPOWER_EP_FLAG_GATHER         = UCS_BIT(28)
+    UCT_HIPOWER_EP_FLAG_GATHER         = UCS_BIT(28),
+    /* Sender: a message did not fit what is left of the open bundle,
+     * which gathers no more: later short and bcopy messages wait for it
+     * to go (and a bcopy packer does not run for a send that is refused
+     * anyway) */
+    UCT_HIPOWER_EP_FLAG_BUNDLE_FULL    = UCS_BIT(29)
 };
 
 
@@ -917,6 +922,37 @@ uct_hipower_ep_rx_granted_used(uct_hipower_ep_t *ep)
 static UCS_F_ALWAYS_INLINE int uct_hipower_ep_tx_granted(uct_hipower_ep_t *ep)
 {
     return *(volatile uint64_t*)&ep->ctrl->grant.epoch != ep->tx.epoch;
+}
+
+/*
+ * A short or bcopy message joined the open bundle (hipower_bundle_append()):
+ * the bundle goes now if it can (uct_hipower_ep_bundle_post(), windowed).
+ * Under load it mostly cannot -- no slot or no room came back since it
+ * opened, or the window is still full -- and that is decided here without
+ * a call; progress, flush, arm and the hold timer post it later (the
+ * endpoint is listed for progress while its bundle is open). A gathering
+ * pending dispatch posts it when all its requests have joined.
+ */
+static UCS_F_ALWAYS_INLINE void uct_hipower_ep_bundle_joined(uct_hipower_ep_t *ep)
+{
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_GATHER) {
+        return;
+    }
+
+    if (ucs_likely(!uct_hipower_ep_tx_granted(ep))) {
+        if ((hipower_tx_ring_free(&ep->tx.ring) == 0) ||
+            !uct_hipower_ep_has_room(ep, ep->tx.msg_wrs + 1)) {
+            return;
+        }
+        if (hipower_txwin_full(&ep->tx.win, ep->txqp.txq.acked_sn)) {
+            /* Held by the window: its deadline must run */
+            uct_hipower_ep_hold(uct_hipower_ep_iface(ep), 0);
+            return;
+        }
+    }
+
+    /* Room came back, or a new run was granted (adopted there) */
+    (void)uct_hipower_ep_bundle_post(ep, 1);
 }
 
 /* Delivers the messages that have arrived; returns how many */

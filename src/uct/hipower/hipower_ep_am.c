@@ -444,12 +444,15 @@ static ucs_status_t uct_hipower_ep_am_place(uct_hipower_ep_t *ep,
     ucs_status_t status;
 
     if (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
-        if (uct_hipower_ep_bundle_fits(ep, length)) {
+        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_FULL) &&
+            uct_hipower_ep_bundle_fits(ep, length)) {
             return UCS_INPROGRESS;
         }
         /* Too large for what is left: the bundle goes first, whatever the
-         * window (it gathers no more) */
-        status = uct_hipower_ep_bundle_post(ep, 0);
+         * window, and gathers no more (a smaller message after this one
+         * must not overtake it) */
+        ep->flags |= UCT_HIPOWER_EP_FLAG_BUNDLE_FULL;
+        status     = uct_hipower_ep_bundle_post(ep, 0);
         if (status != UCS_OK) {
             return status;
         }
@@ -495,6 +498,7 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     ucs_status_t status;
+    void *data;
 
     if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
         return uct_hipower_ep_bad_am_id(ep, "am_short", id);
@@ -527,6 +531,25 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
                    uct_hipower_ep_has_room(ep, 2))) {
         status = uct_hipower_ep_am_short_frame(ep, id, hdr, buffer, length,
                                                1);
+    } else if (ucs_likely(((ep->flags & (UCT_HIPOWER_EP_FLAG_CONNECTED |
+                                         UCT_HIPOWER_EP_FLAG_FAILED |
+                                         UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
+                                         UCT_HIPOWER_EP_FLAG_BUNDLE_FULL |
+                                         UCT_HIPOWER_EP_FLAG_GATHER)) ==
+                           (UCT_HIPOWER_EP_FLAG_CONNECTED |
+                            UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) &&
+                          ucs_queue_is_empty(&ep->pending_q) &&
+                          uct_hipower_ep_bundle_fits(ep, sizeof(hdr) +
+                                                     length))) {
+        /* Under load: earlier messages wait in the open bundle, which has
+         * room for this one -- it joins them, inline (what
+         * uct_hipower_ep_am_short_slow() would decide, without its calls) */
+        data = hipower_bundle_append(&ep->tx.bundle.frame, id,
+                                     sizeof(hdr) + length);
+        memcpy(data, &hdr, sizeof(hdr));
+        memcpy(UCS_PTR_BYTE_OFFSET(data, sizeof(hdr)), buffer, length);
+        uct_hipower_ep_bundle_joined(ep);
+        status = UCS_OK;
     } else {
         status = uct_hipower_ep_am_short_slow(ep, id, hdr, buffer, length);
     }
@@ -578,6 +601,15 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     status = uct_hipower_ep_user_check(ep);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
+    }
+
+    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_FULL)) {
+        /* The open bundle takes no more: it goes first, or this send is
+         * refused before its packer runs (it would pack for nothing) */
+        status = uct_hipower_ep_bundle_post(ep, 0);
+        if (status != UCS_OK) {
+            return status;
+        }
     }
 
     if (ucs_unlikely((ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ||

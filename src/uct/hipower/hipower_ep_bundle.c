@@ -63,7 +63,8 @@ static ucs_status_t uct_hipower_ep_bundle_open(uct_hipower_ep_t *ep)
 
 static void uct_hipower_ep_bundle_closed(uct_hipower_ep_t *ep)
 {
-    ep->flags      &= ~UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN;
+    ep->flags      &= ~(UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
+                        UCT_HIPOWER_EP_FLAG_BUNDLE_FULL);
     ep->tx.bundle.op = NULL;
     --uct_hipower_ep_iface(ep)->tx.bundles_open;
 }
@@ -160,12 +161,9 @@ ucs_status_t uct_hipower_ep_bundle_add(uct_hipower_ep_t *ep, uint8_t am_id,
 
     /* Accepted. If there is room now (a completion or a slot came back
      * since the last refusal), everything goes at once; if not, progress,
-     * flush or arm sends it, and a failed post fails the endpoint, which
-     * reports it: the message itself was accepted. A gathering dispatch
-     * posts it when its requests have all been added. */
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_GATHER)) {
-        (void)uct_hipower_ep_bundle_post(ep, 1);
-    }
+     * flush, arm or the hold timer sends it, and a failed post fails the
+     * endpoint, which reports it: the message itself was accepted */
+    uct_hipower_ep_bundle_joined(ep);
     return UCS_OK;
 }
 

@@ -195,10 +195,10 @@ uct_hipower_ep_rx_bad_slot(uct_hipower_ep_t *ep, hipower_slot_trailer_t trailer,
  * by no honest peer -- the messages before it stay delivered, and the
  * endpoint fails as for any bad frame. Returns the messages delivered.
  */
-static UCS_F_NOINLINE unsigned
-uct_hipower_ep_rx_bundle(uct_hipower_ep_t *ep, const void *frame,
-                         uint32_t length, const void *trailer, uint32_t seq,
-                         uint32_t slot, int hold)
+static UCS_F_ALWAYS_INLINE unsigned
+uct_hipower_ep_rx_bundle_common(uct_hipower_ep_t *ep, const void *frame,
+                                uint32_t length, const void *trailer,
+                                uint32_t seq, uint32_t slot, int hold)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     hipower_bundle_iter_t iter;
@@ -226,7 +226,7 @@ uct_hipower_ep_rx_bundle(uct_hipower_ep_t *ep, const void *frame,
                            (void*)data, msg_length, "RX: AM slot %u, "
                            "bundled %u", slot, count);
         elem = hold ? ucs_mpool_get_inline(&iface->rx.mp) : NULL;
-        if (elem != NULL) {
+        if (hold && (elem != NULL)) {
             uct_hipower_ep_deliver_copy(iface, elem, am_id, data, msg_length);
         } else {
             /* (HOLD_SLOTS=y without memory for a copy: the handler may not
@@ -252,6 +252,37 @@ uct_hipower_ep_rx_bundle(uct_hipower_ep_t *ep, const void *frame,
         ep->flags |= UCT_HIPOWER_EP_FLAG_BAD_FRAME;
     }
     return count;
+}
+
+/* uct_hipower_ep_rx_bundle_common() specialized for HOLD_SLOTS, as the
+ * receive loop is: no per-message test of it in the walk */
+static UCS_F_NOINLINE unsigned
+uct_hipower_ep_rx_bundle_plain(uct_hipower_ep_t *ep, const void *frame,
+                               uint32_t length, const void *trailer,
+                               uint32_t seq, uint32_t slot)
+{
+    return uct_hipower_ep_rx_bundle_common(ep, frame, length, trailer, seq,
+                                           slot, 0);
+}
+
+static UCS_F_NOINLINE unsigned
+uct_hipower_ep_rx_bundle_hold(uct_hipower_ep_t *ep, const void *frame,
+                              uint32_t length, const void *trailer,
+                              uint32_t seq, uint32_t slot)
+{
+    return uct_hipower_ep_rx_bundle_common(ep, frame, length, trailer, seq,
+                                           slot, 1);
+}
+
+static UCS_F_ALWAYS_INLINE unsigned
+uct_hipower_ep_rx_bundle(uct_hipower_ep_t *ep, const void *frame,
+                         uint32_t length, const void *trailer, uint32_t seq,
+                         uint32_t slot, int hold)
+{
+    return hold ? uct_hipower_ep_rx_bundle_hold(ep, frame, length, trailer,
+                                                seq, slot) :
+                  uct_hipower_ep_rx_bundle_plain(ep, frame, length, trailer,
+                                                 seq, slot);
 }
 
 /*
