@@ -627,6 +627,65 @@ START_TEST(test_bundle_dies_with_endpoint)
 }
 END_TEST
 
+static unsigned full_pack_calls;
+
+static size_t full_pack_cb(void *dest, void *arg)
+{
+    ++full_pack_calls;
+    memset(dest, 0, 100);
+    return 100;
+}
+
+/*
+ * B does not progress: A's bcopy messages of about 1 KB fill B's slots and
+ * then a bundle, until one does not fit what is left of it and is refused.
+ * That bundle gathers no more: the next bcopy is refused before its packer
+ * runs (it would pack for nothing), and so is a small am_short that would
+ * have fitted. Once A and B progress, every accepted message arrives, in
+ * order, intact; the refused ones never do.
+ */
+START_TEST(test_bundle_full_packs_nothing)
+{
+    uct_hipower_ep_t *ep;
+    unsigned accepted;
+    ucs_status_t status;
+    ssize_t packed;
+    uint64_t hdr = 0;
+
+    setup_pairs(1);
+    hold_probability = 0;
+    ep = ep_of(pairs[0].ep_a);
+    for (accepted = 0; accepted < 100000; ++accepted) {
+        status = send_one(&pairs[0], 0, 1, fit_length(1000, 1), 1);
+        if (status != UCS_OK) {
+            break;
+        }
+    }
+    ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
+    ck_assert_msg(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN,
+                  "%u messages accepted, no bundle open", accepted);
+    ck_assert_uint_gt(ep->tx.bundle.frame.count, 1);
+    ck_assert(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_FULL);
+
+    full_pack_calls = 0;
+    packed = uct_ep_am_bcopy(pairs[0].ep_a, 1, full_pack_cb, NULL, 0);
+    ck_assert_int_eq(packed, UCS_ERR_NO_RESOURCE);
+    ck_assert_msg(full_pack_calls == 0, "the packer ran %u time(s) for a "
+                  "send that was refused", full_pack_calls);
+    ck_assert_int_eq(uct_ep_am_short(pairs[0].ep_a, 1, hdr, NULL, 0),
+                     UCS_ERR_NO_RESOURCE);
+
+    flush_all();
+    progress_until_received(accepted, 1, 1);
+    ck_assert_uint_eq(received, accepted);
+    ck_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_FULL));
+    ck_assert_uint_ge(iface_of(&side_a)->stats.tx_bundles, 1);
+    ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+    teardown_pairs();
+}
+END_TEST
+
 /*
  * A hostile peer's bundle (self mode): A writes, as B's next message, a
  * bundle frame with the right key whose first record is an honest message
@@ -708,4 +767,5 @@ void add_bundle_tests(Suite *suite)
     BUNDLE_CASE(suite, bundle_many_peers);
     BUNDLE_CASE(suite, bundle_dies_with_endpoint);
     BUNDLE_CASE(suite, bundle_hostile_lengths);
+    BUNDLE_CASE(suite, bundle_full_packs_nothing);
 }
