@@ -88,6 +88,35 @@ static inline void *hipower_bundle_append(hipower_bundle_t *bundle,
     return record + HIPOWER_BUNDLE_HDR_SIZE;
 }
 
+/*
+ * A message packed in place (am_bcopy, whose length is known only once its
+ * packer ran): the packer writes at hipower_bundle_packed_data(), right
+ * after the room for the record header, and hipower_bundle_commit() makes
+ * it a record once its length is known and fits. The caller's buffer has
+ * room there for the largest message and 8 bytes more.
+ */
+static inline void *hipower_bundle_packed_data(const hipower_bundle_t *bundle)
+{
+    return bundle->base + bundle->length + HIPOWER_BUNDLE_HDR_SIZE;
+}
+
+static inline void hipower_bundle_commit(hipower_bundle_t *bundle,
+                                         uint8_t am_id, uint32_t length)
+{
+    uint64_t header = (uint64_t)length | ((uint64_t)am_id << 32);
+    uint64_t zero   = 0;
+    uint8_t *record = bundle->base + bundle->length;
+
+    assert(hipower_bundle_fits(bundle, length));
+
+    /* The pad, with one store: 8 zero bytes right after the data cover it
+     * (and spill into what is not part of the frame yet) */
+    memcpy(record + HIPOWER_BUNDLE_HDR_SIZE + length, &zero, sizeof(zero));
+    memcpy(record, &header, sizeof(header));
+    bundle->length += (uint32_t)hipower_bundle_record_size(length);
+    ++bundle->count;
+}
+
 /* The receiver's walk over a frame a peer wrote */
 typedef struct hipower_bundle_iter {
     const uint8_t *frame;

@@ -618,6 +618,10 @@ uct_hipower_ep_bundle_fits(uct_hipower_ep_t *ep, uint32_t length)
  * waits for it. */
 ucs_status_t uct_hipower_ep_bundle_post(uct_hipower_ep_t *ep, int windowed);
 
+/* Opens a bundle (UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN), empty; the endpoint is
+ * listed for progress, which posts it once there is room */
+ucs_status_t uct_hipower_ep_bundle_open(uct_hipower_ep_t *ep);
+
 /*
  * Appends an active message (@a hdr_length bytes of @a hdr, then
  * @a length bytes of @a data) to the open bundle, opening one if none is;

@@ -560,22 +560,80 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
 }
 
 /*
- * am_bcopy that cannot go out as a frame of its own now: packed into a
- * send buffer, then copied into the bundle (the packer's length is known
- * only once it ran). @a op holds the packed message; it goes back to the
- * pool here.
+ * am_bcopy into the endpoint's bundle (opened for it if none is): earlier
+ * messages wait in it, a pending dispatch gathers, or nothing could be
+ * posted a moment ago. The packer writes in place, past what the bundle
+ * holds (the bundle's buffer has room for it: tx_bundle_mp), so a bundled
+ * message is copied once, as one that goes alone. When the open bundle has
+ * no room left for it, that bundle goes first (and gathers no more), then
+ * this message, from a send buffer of its own. (A refusal then comes after
+ * the packer ran, which UCP allows: it keeps its send state until a send
+ * succeeds; it happens once per bundle.)
  */
 static UCS_F_NOINLINE ssize_t
 uct_hipower_ep_am_bcopy_bundle(uct_hipower_ep_t *ep, uint8_t id,
-                               uct_hipower_tx_op_t *op, size_t length)
+                               uct_pack_callback_t pack_cb, void *arg)
 {
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    hipower_bundle_t *frame    = &ep->tx.bundle.frame;
+    uct_hipower_tx_op_t *op;
     ucs_status_t status;
+    size_t length;
+    void *data, *buffer;
 
-    status = uct_hipower_ep_bundle_add(ep, id, NULL, 0,
-                                       uct_hipower_tx_op_buffer(op), length);
-    ucs_mpool_put_inline(op);
-    if (status != UCS_OK) {
-        return status;
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+        status = uct_hipower_ep_bundle_open(ep);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    data   = hipower_bundle_packed_data(frame);
+    length = pack_cb(data, arg);
+    if (ucs_unlikely(length > iface->config.max_payload)) {
+        /* (The buffer has UCT_HIPOWER_BCOPY_SLACK bytes to spare) */
+        if (frame->count == 0) {
+            uct_hipower_ep_bundle_drop(ep); /* Opened for this one */
+        }
+        return uct_hipower_ep_bcopy_too_long(ep, "am_bcopy", length,
+                                             iface->config.max_payload);
+    }
+
+    /* The first message of a bundle may be as large as any */
+    if (ucs_likely((frame->count == 0) ||
+                   uct_hipower_ep_bundle_fits(ep, length))) {
+        hipower_bundle_commit(frame, id, length);
+        uct_hipower_ep_bundle_joined(ep);
+        UCT_TL_EP_STAT_OP(&ep->super, AM, BCOPY, length);
+        return length;
+    }
+
+    /* Out of the bundle's buffer before the bundle goes: its trailer is
+     * written where this message's record would have begun */
+    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_SEND, NULL);
+    if (op == NULL) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    buffer = uct_hipower_tx_op_buffer(op);
+    memcpy(buffer, data, length);
+
+    ep->flags |= UCT_HIPOWER_EP_FLAG_BUNDLE_FULL;
+    status     = uct_hipower_ep_am_place(ep, length);
+    if (status == UCS_OK) {
+        status = uct_hipower_ep_send_buffer(ep, buffer, length, id, op);
+        if (status != UCS_OK) {
+            ucs_mpool_put_inline(op);
+            return status;
+        }
+    } else {
+        if (status == UCS_INPROGRESS) {
+            status = uct_hipower_ep_bundle_add(ep, id, NULL, 0, buffer,
+                                               length);
+        }
+        ucs_mpool_put_inline(op);
+        if (status != UCS_OK) {
+            return status;
+        }
     }
 
     UCT_TL_EP_STAT_OP(&ep->super, AM, BCOPY, length);
@@ -590,7 +648,6 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uct_hipower_tx_op_t *op;
     ucs_status_t status;
-    int bundle = 0;
     size_t length;
     void *data;
 
@@ -617,15 +674,16 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                       (ep->tx.ring.num_slots > 0)))) {
         /* Earlier messages wait in the bundle: this one goes after them;
          * or a pending dispatch gathers its requests into one */
-        bundle = 1;
-    } else {
-        status = uct_hipower_ep_tx_am_room(ep, 1);
-        if (ucs_unlikely(status != UCS_OK)) {
-            if (!uct_hipower_ep_may_bundle(ep, status)) {
-                return status;
-            }
-            bundle = 1;
+        return uct_hipower_ep_am_bcopy_bundle(ep, id, pack_cb, arg);
+    }
+
+    status = uct_hipower_ep_tx_am_room(ep, 1);
+    if (ucs_unlikely(status != UCS_OK)) {
+        if (!uct_hipower_ep_may_bundle(ep, status)) {
+            return status;
         }
+        /* Nothing can be posted now: a bundle opens for it */
+        return uct_hipower_ep_am_bcopy_bundle(ep, id, pack_cb, arg);
     }
 
     op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_SEND, NULL);
@@ -642,22 +700,6 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         ucs_mpool_put_inline(op);
         return uct_hipower_ep_bcopy_too_long(ep, "am_bcopy", length,
                                              iface->config.max_payload);
-    }
-
-    if (ucs_unlikely(bundle)) {
-        /* Into the open bundle, or a new one (nothing could be posted a
-         * moment ago); or, when the open one has no room left for it, that
-         * bundle goes first, then this message. (A refusal then comes after
-         * the packer ran, which UCP allows: it keeps its send state until a
-         * send succeeds.) */
-        status = (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ?
-                 uct_hipower_ep_am_place(ep, length) : UCS_INPROGRESS;
-        if (status == UCS_INPROGRESS) {
-            return uct_hipower_ep_am_bcopy_bundle(ep, id, op, length);
-        } else if (status != UCS_OK) {
-            ucs_mpool_put_inline(op);
-            return status;
-        }
     }
 
     /* The trailer right after the data, in the buffer (room for the

@@ -36,15 +36,18 @@
 #include <string.h>
 
 
-static ucs_status_t uct_hipower_ep_bundle_open(uct_hipower_ep_t *ep)
+ucs_status_t uct_hipower_ep_bundle_open(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uct_hipower_tx_op_t *op;
 
-    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_SEND, NULL);
+    /* A buffer with room past the frame for a bcopy packed in place */
+    op = ucs_mpool_get_inline(&iface->tx_bundle_mp);
     if (op == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
+    op->type = UCT_HIPOWER_OP_SEND;
+    op->comp = NULL;
 
     /* The buffer holds the largest message, its record header and pad
      * and a trailer (UCT_HIPOWER_BCOPY_SLACK covers header and pad);

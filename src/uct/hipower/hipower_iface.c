@@ -1249,9 +1249,26 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         goto err_cleanup_arena;
     }
 
+    if (self->config.bundle) {
+        /* A frame of up to a slot, then a message of up to a slot packed
+         * in place past it (hipower_bundle_packed_data()): one copy for a
+         * bundled bcopy, as for one that goes alone. One per open bundle */
+        status = uct_iface_mpool_init(&self->super, &self->tx_bundle_mp,
+                                      sizeof(uct_hipower_tx_op_t) +
+                                      2 * config->slot_size +
+                                      UCT_HIPOWER_BCOPY_SLACK,
+                                      sizeof(uct_hipower_tx_op_t),
+                                      UCS_SYS_CACHE_LINE_SIZE, &config->tx_mp,
+                                      16, uct_hipower_tx_op_init,
+                                      "hipower_tx_bundle");
+        if (status != UCS_OK) {
+            goto err_cleanup_tx_mp;
+        }
+    }
+
     status = uct_hipower_iface_rx_init(self, params);
     if (status != UCS_OK) {
-        goto err_cleanup_tx_mp;
+        goto err_cleanup_tx_bundle_mp;
     }
 
     ucs_debug("hipower %s: opened, notify %s, %u-byte slots %u apart, %u "
@@ -1263,6 +1280,10 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
               self->arena.size, uct_hipower_mtu_bytes(self->config.path_mtu));
     return UCS_OK;
 
+err_cleanup_tx_bundle_mp:
+    if (self->config.bundle) {
+        ucs_mpool_cleanup(&self->tx_bundle_mp, 1);
+    }
 err_cleanup_tx_mp:
     ucs_mpool_cleanup(&self->tx_mp, 1);
 err_cleanup_arena:
@@ -1304,6 +1325,9 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_iface_t)
     }
 
     uct_hipower_iface_rx_cleanup(self);
+    if (self->config.bundle) {
+        ucs_mpool_cleanup(&self->tx_bundle_mp, 1);
+    }
     ucs_mpool_cleanup(&self->tx_mp, 1);
     uct_hipower_iface_cleanup_arena(self);
     uct_hipower_cq_destroy(self, self->cq);

@@ -148,6 +148,9 @@ typedef struct uct_hipower_iface {
     union ibv_gid                gid;
     struct ibv_cq                *cq;          /* All send-side completions */
     ucs_mpool_t                  tx_mp;        /* Send descriptors */
+    /* Bundles' send descriptors (UCX_HIPOWER_BUNDLE): a frame's buffer and
+     * room past it to pack one more message in place */
+    ucs_mpool_t                  tx_bundle_mp;
     ucs_list_link_t              ep_list;      /* All endpoints */
     unsigned                     num_eps;
     /* Endpoints progress visits (hipower_active.h); the others are idle
