@@ -333,8 +333,9 @@ err_undo:
  * small) for data and trailer. The caller checked the room.
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_hipower_ep_send_buffer(uct_hipower_ep_t *ep, void *data, uint32_t length,
-                           uint8_t am_id, uct_hipower_tx_op_t *op)
+uct_hipower_ep_send_buffer_mode(uct_hipower_ep_t *ep, void *data,
+                                uint32_t length, uint8_t am_id,
+                                uct_hipower_tx_op_t *op, int one_write)
 {
     struct ibv_send_wr wr;
     struct ibv_sge sge[2];
@@ -348,7 +349,15 @@ uct_hipower_ep_send_buffer(uct_hipower_ep_t *ep, void *data, uint32_t length,
                      uct_hipower_ep_iface(ep)->config.max_inline) ?
                     IBV_SEND_INLINE : 0;
     return uct_hipower_ep_send_msg(ep, &wr, UCS_PTR_BYTE_OFFSET(data, length),
-                                   op->lkey, 1, am_id, length, 0, op, 0);
+                                   op->lkey, 1, am_id, length, 0, op,
+                                   one_write);
+}
+
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_hipower_ep_send_buffer(uct_hipower_ep_t *ep, void *data, uint32_t length,
+                           uint8_t am_id, uct_hipower_tx_op_t *op)
+{
+    return uct_hipower_ep_send_buffer_mode(ep, data, length, am_id, op, 0);
 }
 
 ucs_status_t uct_hipower_ep_send_frame(uct_hipower_ep_t *ep, void *data,
@@ -640,20 +649,55 @@ uct_hipower_ep_am_bcopy_bundle(uct_hipower_ep_t *ep, uint8_t id,
     return length;
 }
 
-ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
-                                uct_pack_callback_t pack_cb, void *arg,
-                                unsigned flags)
+/* Packs a bcopy message into a send buffer and posts it as its own frame;
+ * the caller checked the room. @a one_write: see uct_hipower_ep_send_msg() */
+static UCS_F_ALWAYS_INLINE ssize_t
+uct_hipower_ep_am_bcopy_frame(uct_hipower_ep_t *ep, uint8_t id,
+                              uct_pack_callback_t pack_cb, void *arg,
+                              int one_write)
 {
-    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uct_hipower_tx_op_t *op;
     ucs_status_t status;
     size_t length;
     void *data;
 
-    if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
-        return uct_hipower_ep_bad_am_id(ep, "am_bcopy", id);
+    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_SEND, NULL);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
     }
+
+    data   = uct_hipower_tx_op_buffer(op);
+    length = pack_cb(data, arg);
+    if (ucs_unlikely(length > iface->config.max_payload)) {
+        /* The buffer has UCT_HIPOWER_BCOPY_SLACK bytes to spare, so a
+         * packer a little over the limit is caught before anything is
+         * sent (ERRHANDLE_BCOPY_LEN) */
+        ucs_mpool_put_inline(op);
+        return uct_hipower_ep_bcopy_too_long(ep, "am_bcopy", length,
+                                             iface->config.max_payload);
+    }
+
+    /* The trailer right after the data, in the buffer (room for the
+     * largest payload and a trailer): one gather entry for the frame */
+    status = uct_hipower_ep_send_buffer_mode(ep, data, length, id, op,
+                                             one_write);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put_inline(op);
+        return status;
+    }
+
+    UCT_TL_EP_STAT_OP(&ep->super, AM, BCOPY, length);
+    return length;
+}
+
+/* am_bcopy off the fast path: a bundle open or to open, an endpoint to set
+ * up, a peer that asked for alignment, no room */
+static UCS_F_NOINLINE ssize_t
+uct_hipower_ep_am_bcopy_slow(uct_hipower_ep_t *ep, uint8_t id,
+                             uct_pack_callback_t pack_cb, void *arg)
+{
+    ucs_status_t status;
 
     status = uct_hipower_ep_user_check(ep);
     if (ucs_unlikely(status != UCS_OK)) {
@@ -686,32 +730,38 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         return uct_hipower_ep_am_bcopy_bundle(ep, id, pack_cb, arg);
     }
 
-    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_SEND, NULL);
-    if (ucs_unlikely(op == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
+    return uct_hipower_ep_am_bcopy_frame(ep, id, pack_cb, arg, 0);
+}
+
+ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                                uct_pack_callback_t pack_cb, void *arg,
+                                unsigned flags)
+{
+    uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+
+    if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
+        return uct_hipower_ep_bad_am_id(ep, "am_bcopy", id);
     }
 
-    data   = uct_hipower_tx_op_buffer(op);
-    length = pack_cb(data, arg);
-    if (ucs_unlikely(length > iface->config.max_payload)) {
-        /* The buffer has UCT_HIPOWER_BCOPY_SLACK bytes to spare, so a
-         * packer a little over the limit is caught before anything is
-         * sent (ERRHANDLE_BCOPY_LEN) */
-        ucs_mpool_put_inline(op);
-        return uct_hipower_ep_bcopy_too_long(ep, "am_bcopy", length,
-                                             iface->config.max_payload);
+    /* The common case, decided as for am_short: one write, a free slot,
+     * room to post it (and a read), nothing pending or bundled */
+    if (ucs_likely(((ep->flags & (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
+                                  UCT_HIPOWER_EP_FLAG_CONNECTED |
+                                  UCT_HIPOWER_EP_FLAG_FAILED |
+                                  UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
+                                  UCT_HIPOWER_EP_FLAG_BUNDLE_FULL |
+                                  UCT_HIPOWER_EP_FLAG_GATHER)) ==
+                    (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
+                     UCT_HIPOWER_EP_FLAG_CONNECTED)) &&
+                   ucs_queue_is_empty(&ep->pending_q) &&
+                   !uct_hipower_ep_tx_granted(ep) &&
+                   (hipower_tx_ring_free(&ep->tx.ring) > 0) &&
+                   !hipower_txwin_full(&ep->tx.win, ep->txqp.txq.acked_sn) &&
+                   uct_hipower_ep_has_room(ep, 2))) {
+        return uct_hipower_ep_am_bcopy_frame(ep, id, pack_cb, arg, 1);
     }
 
-    /* The trailer right after the data, in the buffer (room for the
-     * largest payload and a trailer): one gather entry for the frame */
-    status = uct_hipower_ep_send_buffer(ep, data, length, id, op);
-    if (ucs_unlikely(status != UCS_OK)) {
-        ucs_mpool_put_inline(op);
-        return status;
-    }
-
-    UCT_TL_EP_STAT_OP(&ep->super, AM, BCOPY, length);
-    return length;
+    return uct_hipower_ep_am_bcopy_slow(ep, id, pack_cb, arg);
 }
 
 ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
