@@ -478,6 +478,26 @@ static ucs_status_t uct_hipower_ep_am_place(uct_hipower_ep_t *ep,
     return uct_hipower_ep_may_bundle(ep, status) ? UCS_INPROGRESS : status;
 }
 
+/* Whether a short or bcopy message goes as its own frame right now, with
+ * everything uct_hipower_ep_tx_check() and uct_hipower_ep_send_msg() decide
+ * known in advance: one write, a free slot, room to post it (and a read),
+ * nothing pending or bundled (a bundle open implies BUNDLE_FULL's clear) */
+static UCS_F_ALWAYS_INLINE int uct_hipower_ep_am_fast(uct_hipower_ep_t *ep)
+{
+    return ((ep->flags & (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
+                          UCT_HIPOWER_EP_FLAG_CONNECTED |
+                          UCT_HIPOWER_EP_FLAG_FAILED |
+                          UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
+                          UCT_HIPOWER_EP_FLAG_GATHER)) ==
+            (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
+             UCT_HIPOWER_EP_FLAG_CONNECTED)) &&
+           ucs_queue_is_empty(&ep->pending_q) &&
+           !uct_hipower_ep_tx_granted(ep) &&
+           (hipower_tx_ring_free(&ep->tx.ring) > 0) &&
+           !hipower_txwin_full(&ep->tx.win, ep->txqp.txq.acked_sn) &&
+           uct_hipower_ep_has_room(ep, 2);
+}
+
 /* am_short of an endpoint without UCT_HIPOWER_EP_FLAG_ONE_WRITE, or one
  * that cannot go out right away: off the fast path */
 static UCS_F_NOINLINE ucs_status_t
@@ -523,21 +543,8 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    /* The common case, with everything uct_hipower_ep_tx_check() and
-     * uct_hipower_ep_send_msg() decide known in advance: one write, a free
-     * slot, room to post it (and a read), nothing pending or bundled */
-    if (ucs_likely(((ep->flags & (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
-                                  UCT_HIPOWER_EP_FLAG_CONNECTED |
-                                  UCT_HIPOWER_EP_FLAG_FAILED |
-                                  UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
-                                  UCT_HIPOWER_EP_FLAG_GATHER)) ==
-                    (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
-                     UCT_HIPOWER_EP_FLAG_CONNECTED)) &&
-                   ucs_queue_is_empty(&ep->pending_q) &&
-                   !uct_hipower_ep_tx_granted(ep) &&
-                   (hipower_tx_ring_free(&ep->tx.ring) > 0) &&
-                   !hipower_txwin_full(&ep->tx.win, ep->txqp.txq.acked_sn) &&
-                   uct_hipower_ep_has_room(ep, 2))) {
+    /* The common case */
+    if (ucs_likely(uct_hipower_ep_am_fast(ep))) {
         status = uct_hipower_ep_am_short_frame(ep, id, hdr, buffer, length,
                                                1);
     } else if (ucs_likely(((ep->flags & (UCT_HIPOWER_EP_FLAG_CONNECTED |
@@ -743,21 +750,8 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         return uct_hipower_ep_bad_am_id(ep, "am_bcopy", id);
     }
 
-    /* The common case, decided as for am_short: one write, a free slot,
-     * room to post it (and a read), nothing pending or bundled */
-    if (ucs_likely(((ep->flags & (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
-                                  UCT_HIPOWER_EP_FLAG_CONNECTED |
-                                  UCT_HIPOWER_EP_FLAG_FAILED |
-                                  UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
-                                  UCT_HIPOWER_EP_FLAG_BUNDLE_FULL |
-                                  UCT_HIPOWER_EP_FLAG_GATHER)) ==
-                    (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
-                     UCT_HIPOWER_EP_FLAG_CONNECTED)) &&
-                   ucs_queue_is_empty(&ep->pending_q) &&
-                   !uct_hipower_ep_tx_granted(ep) &&
-                   (hipower_tx_ring_free(&ep->tx.ring) > 0) &&
-                   !hipower_txwin_full(&ep->tx.win, ep->txqp.txq.acked_sn) &&
-                   uct_hipower_ep_has_room(ep, 2))) {
+    /* The common case, decided as for am_short */
+    if (ucs_likely(uct_hipower_ep_am_fast(ep))) {
         return uct_hipower_ep_am_bcopy_frame(ep, id, pack_cb, arg, 1);
     }
 
