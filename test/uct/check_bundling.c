@@ -686,6 +686,72 @@ START_TEST(test_bundle_full_packs_nothing)
 }
 END_TEST
 
+static size_t too_long_length;
+
+static size_t too_long_pack_cb(void *dest, void *arg)
+{
+    memset(dest, 0xab, too_long_length);
+    return too_long_length;
+}
+
+/*
+ * A bcopy packer that returns more than the limit (by less than the slack
+ * send buffers have) while a bundle is involved: when the send would open
+ * the bundle, and when one with messages in it is open. Each time the send
+ * fails with UCS_ERR_INVALID_PARAM and leaves the bundle as it was (none
+ * opened; the open one with its messages, which the packer wrote past);
+ * every accepted message arrives, in order, intact.
+ */
+START_TEST(test_bundle_bcopy_too_long)
+{
+    uct_hipower_iface_t *ia;
+    uct_hipower_ep_t *ep;
+    unsigned accepted = 0, count;
+    ssize_t packed;
+
+    setup_pairs(1);
+    hold_probability = 0;
+    ia              = iface_of(&side_a);
+    ep              = ep_of(pairs[0].ep_a);
+    too_long_length = side_a.attr.cap.am.max_bcopy + 8;
+
+    /* B does not progress: A takes B's slots until none is free */
+    while (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
+           (hipower_tx_ring_free(&ep->tx.ring) > 0)) {
+        ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(200, 1), 1),
+                         UCS_OK);
+        ck_assert_uint_lt(++accepted, 100000);
+    }
+    ck_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN));
+
+    /* This send opens a bundle, then its packer says too much */
+    packed = uct_ep_am_bcopy(pairs[0].ep_a, 1, too_long_pack_cb, NULL, 0);
+    ck_assert_int_eq(packed, UCS_ERR_INVALID_PARAM);
+    ck_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN));
+    ck_assert_uint_eq(ia->tx.bundles_open, 0);
+
+    /* Two messages into a bundle, then the same packer */
+    ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(200, 1), 1), UCS_OK);
+    ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(300, 1), 1), UCS_OK);
+    accepted += 2;
+    ck_assert(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
+    count  = ep->tx.bundle.frame.count;
+    packed = uct_ep_am_bcopy(pairs[0].ep_a, 1, too_long_pack_cb, NULL, 0);
+    ck_assert_int_eq(packed, UCS_ERR_INVALID_PARAM);
+    ck_assert(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
+    ck_assert_uint_eq(ep->tx.bundle.frame.count, count);
+    ck_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED));
+
+    flush_all();
+    progress_until_received(accepted, 1, 1);
+    ck_assert_uint_eq(received, accepted);
+    ck_assert_uint_ge(ia->stats.tx_bundles + ia->stats.tx_gathered, 1);
+    ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+    teardown_pairs();
+}
+END_TEST
+
 /*
  * A hostile peer's bundle (self mode): A writes, as B's next message, a
  * bundle frame with the right key whose first record is an honest message
@@ -768,4 +834,5 @@ void add_bundle_tests(Suite *suite)
     BUNDLE_CASE(suite, bundle_dies_with_endpoint);
     BUNDLE_CASE(suite, bundle_hostile_lengths);
     BUNDLE_CASE(suite, bundle_full_packs_nothing);
+    BUNDLE_CASE(suite, bundle_bcopy_too_long);
 }
