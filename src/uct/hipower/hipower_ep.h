@@ -959,6 +959,22 @@ static UCS_F_ALWAYS_INLINE void uct_hipower_ep_bundle_joined(uct_hipower_ep_t *e
     (void)uct_hipower_ep_bundle_post(ep, 1);
 }
 
+/* Copies a message (@a hdr_length bytes of @a hdr, then @a length bytes of
+ * @a data) into the open bundle, which has room for it, and lets the
+ * bundle go if it can (uct_hipower_ep_bundle_joined()) */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_bundle_copy_in(uct_hipower_ep_t *ep, uint8_t am_id,
+                              const void *hdr, unsigned hdr_length,
+                              const void *data, unsigned length)
+{
+    uint8_t *dst = hipower_bundle_append(&ep->tx.bundle.frame, am_id,
+                                         hdr_length + length);
+
+    memcpy(dst, hdr, hdr_length);
+    memcpy(dst + hdr_length, data, length);
+    uct_hipower_ep_bundle_joined(ep);
+}
+
 /* Delivers the messages that have arrived; returns how many */
 unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep);
 

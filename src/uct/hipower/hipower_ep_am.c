@@ -527,7 +527,6 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     ucs_status_t status;
-    void *data;
 
     if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
         return uct_hipower_ep_bad_am_id(ep, "am_short", id);
@@ -560,11 +559,8 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
         /* Under load: earlier messages wait in the open bundle, which has
          * room for this one -- it joins them, inline (what
          * uct_hipower_ep_am_short_slow() would decide, without its calls) */
-        data = hipower_bundle_append(&ep->tx.bundle.frame, id,
-                                     sizeof(hdr) + length);
-        memcpy(data, &hdr, sizeof(hdr));
-        memcpy(UCS_PTR_BYTE_OFFSET(data, sizeof(hdr)), buffer, length);
-        uct_hipower_ep_bundle_joined(ep);
+        uct_hipower_ep_bundle_copy_in(ep, id, &hdr, sizeof(hdr), buffer,
+                                      length);
         status = UCS_OK;
     } else {
         status = uct_hipower_ep_am_short_slow(ep, id, hdr, buffer, length);
@@ -633,8 +629,8 @@ uct_hipower_ep_am_bcopy_bundle(uct_hipower_ep_t *ep, uint8_t id,
     buffer = uct_hipower_tx_op_buffer(op);
     memcpy(buffer, data, length);
 
-    ep->flags |= UCT_HIPOWER_EP_FLAG_BUNDLE_FULL;
-    status     = uct_hipower_ep_am_place(ep, length);
+    /* The open bundle goes first and takes no more (am_place) */
+    status = uct_hipower_ep_am_place(ep, length);
     if (status == UCS_OK) {
         status = uct_hipower_ep_send_buffer(ep, buffer, length, id, op);
         if (status != UCS_OK) {

@@ -145,7 +145,6 @@ ucs_status_t uct_hipower_ep_bundle_add(uct_hipower_ep_t *ep, uint8_t am_id,
 {
     uint32_t total = hdr_length + length;
     ucs_status_t status;
-    uint8_t *dst;
 
     if (!uct_hipower_ep_bundle_fits(ep, total)) {
         return UCS_ERR_NO_RESOURCE;
@@ -158,15 +157,12 @@ ucs_status_t uct_hipower_ep_bundle_add(uct_hipower_ep_t *ep, uint8_t am_id,
         }
     }
 
-    dst = hipower_bundle_append(&ep->tx.bundle.frame, am_id, total);
-    memcpy(dst, hdr, hdr_length);
-    memcpy(dst + hdr_length, data, length);
+    uct_hipower_ep_bundle_copy_in(ep, am_id, hdr, hdr_length, data, length);
 
     /* Accepted. If there is room now (a completion or a slot came back
      * since the last refusal), everything goes at once; if not, progress,
      * flush, arm or the hold timer sends it, and a failed post fails the
      * endpoint, which reports it: the message itself was accepted */
-    uct_hipower_ep_bundle_joined(ep);
     return UCS_OK;
 }
 
