@@ -24,6 +24,9 @@ PACKAGES=(
     # benchmark suite (contrib/hipower-bench): NetPIPE over Open MPI, plots,
     # the report generator
     netpipe-openmpi gnuplot-nox python3
+    # the Debian package (contrib/deb-build.sh), its lint and its
+    # autopkgtest (run in the rig: test/rig-tests/t_debian_package.sh)
+    debhelper fakeroot lintian autopkgtest
 )
 
 SUDO=

@@ -23,6 +23,16 @@ stage "install dependencies"
 contrib/install-deps.sh || exit 1
 stage "build"
 contrib/build.sh || exit 1
+# The Debian package, as a distribution builds it (make dist,
+# dpkg-buildpackage, lintian with no error or warning); the rig test
+# t_debian_package installs it in the guest and runs its autopkgtest and a
+# consumer over it. A package that could not be built fails that test.
+stage "Debian package (contrib/deb-build.sh)"
+deb_rc=0
+deb=$(contrib/deb-build.sh 2> >(tee deb-build.log >&2)) || deb_rc=$?
+[ "$deb_rc" = 0 ] || deb=$ROOT/build/deb/ucx-hipower-not-built.deb
+export HIPOWER_DEB=$deb
+
 stage "UCX's UCT gtest suite: build (once per machine, about 11 minutes)"
 # A failed build is not the end: the other tests still run and the gtest
 # rig test reports the suite as failed
@@ -124,6 +134,13 @@ while read -r v rest; do other_summary+=("UCX $v unit tests: $rest"); done < <(s
 [ "$other_rig_rc" != 0 ] && [ "$o_fail" = 0 ] && o_fail=1
 o_fail=$((o_fail + o_bad + other_bad))
 
+# The package went into the guest only: the host (whose root the guest
+# overlays) must not have it
+if dpkg-query -W -f='${Status}' ucx-hipower 2> /dev/null | grep -q 'ok installed'; then
+    echo "FAIL: ucx-hipower is installed on the host; the test command installs it only in the rig's guest"
+    rig_rc=1
+fi
+
 stage "summary"
 echo "unit tests: $((u_total - u_bad)) of $u_total passed (make check exit $unit_rc)"
 sched_line=$(sed -n 's/^hipower-sched: \([0-9]* schedules, .*\)/\1/p' unit-tests.log | tail -1)
@@ -132,6 +149,7 @@ layers_line=$(sed -n 's/^hipower layers: \(.*\)/\1/p' unit-tests.log | tail -1)
 echo "layout: ${layers_line:-not checked} (test/layers/check-layers)"
 coverage_line=$(sed -n 's/^simulator coverage: \([0-9.]*% of .*\)/\1/p' sim-coverage.log | tail -1)
 echo "simulator coverage: ${coverage_line:-not measured} (exit $coverage_rc)"
+echo "Debian package: $([ "$deb_rc" = 0 ] && echo "$(basename "$deb"), lintian: $(sed -n 's/^deb-build: lintian: //p' deb-build.log)" || echo "contrib/deb-build.sh failed (exit $deb_rc)")"
 echo "rig tests:  $r_pass passed, $r_fail failed (make rig-check exit $rig_rc)"
 # UCX's own UCT suite (one of the rig tests), in gtest's counts
 gtest_line=$(sed -n 's/^ *\(gtest: [0-9]* passed, .*\)/\1/p' rig-tests.log | tail -1)
@@ -141,4 +159,4 @@ for line in "${other_summary[@]}"; do echo "$line"; done | sort
 # The coverage gate counts as one check
 c_pass=$(( coverage_rc == 0 )) c_fail=$(( coverage_rc != 0 ))
 echo "total: $((u_total - u_bad + r_pass + o_total - o_bad + o_pass + c_pass)) passed, $((u_bad + r_fail + o_fail + c_fail)) failed"
-[ "$unit_rc" = 0 ] && [ "$rig_rc" = 0 ] && [ "$gtest_build_rc" = 0 ] && [ "$o_fail" = 0 ] && [ "$coverage_rc" = 0 ]
+[ "$unit_rc" = 0 ] && [ "$rig_rc" = 0 ] && [ "$deb_rc" = 0 ] && [ "$gtest_build_rc" = 0 ] && [ "$o_fail" = 0 ] && [ "$coverage_rc" = 0 ]
