@@ -52,14 +52,26 @@ rc=$?
 grep -E '^installed-plugin|^command[0-9]|installed-plugin: |blame|^autopkgtest \[.*(ERROR|error)' "$out_dir/log" | sed 's/^/autopkgtest: /'
 summary=$(cat "$out_dir/out/summary" 2> /dev/null || true)
 echo "$summary" | sed 's/^/summary: /'
-if [ "$rc" != 0 ]; then
-    tail -30 "$out_dir/log"
-    fail "autopkgtest exit $rc"
-fi
+# A failed test's own messages (its stderr, which autopkgtest keeps apart)
+show_failure() {
+    local f
+    for f in "$out_dir"/out/*-stderr; do
+        [ -s "$f" ] && sed "s|^|$(basename "$f"): |" "$f"
+    done
+    grep -E 'badpkg|blame|ERROR' "$out_dir/log" | head -10
+}
+[ "$rc" = 0 ] || { show_failure; fail "autopkgtest exit $rc"; }
 for t in installed-plugin command1; do
-    grep -q "^$t  *PASS" <<< "$summary" ||
-        { tail -30 "$out_dir/log"; fail "autopkgtest: $t did not pass"; }
+    grep -q "^$t  *PASS" <<< "$summary" || { show_failure; fail "autopkgtest: $t did not pass"; }
 done
+# The variant that made its own devices removed them: the tests after this
+# one see the rig's devices only
+left=
+for d in /sys/class/infiniband/*; do
+    d=${d##*/}
+    [[ " ${RIG_DEVICES[*]} " == *" $d "* ]] || left="$left $d"
+done
+[ -z "$left" ] || fail "devices left behind by the autopkgtest:$left"
 dpkg-query -W -f='${Status} ${Version}\n' ucx-hipower | grep -q 'ok installed' ||
     fail "ucx-hipower is not installed after autopkgtest"
 plugin=$(dpkg -L ucx-hipower | grep '/ucx/libuct_hipower\.so$')
