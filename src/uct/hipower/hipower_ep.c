@@ -369,7 +369,9 @@ ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
     uct_hipower_ep_cancel_ops(ep, canceled ? UCS_ERR_CANCELED : status);
     uct_hipower_ep_bundle_drop(ep);
     uct_hipower_ep_del_pending_list(ep);
-    if (canceled) {
+    if (canceled || uct_hipower_cm_ep_gone(ep)) {
+        /* Canceled by the user; or made for a peer's request and never
+         * the user's: nobody to tell, it goes from progress */
         return UCS_OK;
     }
     return uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
@@ -561,6 +563,8 @@ static void uct_hipower_ep_check_peer_state(uct_hipower_ep_t *ep)
                   UCT_HIPOWER_EP_ARG(ep));
         ep->flags |= UCT_HIPOWER_EP_FLAG_PEER_CLOSED |
                      UCT_HIPOWER_EP_FLAG_PEER_READY;
+        /* One made for the peer's request, not the user's: it goes */
+        uct_hipower_cm_ep_gone(ep);
         uct_hipower_ep_rx_release_abandon(ep);
         if (!(ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE) &&
             uct_hipower_ep_iface(ep)->config.shared_pool &&
@@ -717,7 +721,10 @@ ucs_status_t uct_hipower_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
         return UCS_OK;
     }
 
-    if (hipower_tx_ring_free(&ep->tx.ring) == 0) {
+    if (ucs_unlikely(ep->cm.state == UCT_HIPOWER_CM_IDLE)) {
+        /* Nothing is sent before it is connected */
+        uct_hipower_cm_ep_start(ep);
+    } else if (hipower_tx_ring_free(&ep->tx.ring) == 0) {
         /* Nothing else will ask the receiver for slots */
         uct_hipower_ep_slots_wanted(ep);
     }
@@ -1049,6 +1056,11 @@ ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep)
                       UCT_HIPOWER_EP_FLAG_CONNECTED |
                       UCT_HIPOWER_EP_FLAG_FAILED)) !=
         UCT_HIPOWER_EP_FLAG_QP_UP) {
+        if (ucs_unlikely(ep->cm.state == UCT_HIPOWER_CM_IDLE)) {
+            /* Made from the peer's interface address and used for the
+             * first time: its handshake starts (hipower_cm.c) */
+            uct_hipower_cm_ep_start(ep);
+        }
         return (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ? UCS_OK :
                UCS_ERR_NO_RESOURCE;
     }
@@ -1409,6 +1421,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
 
     self->flags               = 0;
+    memset(&self->cm, 0, sizeof(self->cm));
     self->fence_beat          = iface->tx.fence_beat;
     self->tx.user_end_sn      = 0;
     self->tx.unannounced      = 0;
@@ -1749,6 +1762,8 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
     ucs_debug(UCT_HIPOWER_EP_FMT ": destroy, %u requests out",
               UCT_HIPOWER_EP_ARG(self),
               hipower_txq_outstanding(&self->txqp.txq));
+    /* Its handshake, if one is under way, and its matching entry */
+    uct_hipower_cm_ep_cleanup(self);
     uct_hipower_ep_bundle_leave(self);
     /* UCT: the user purges pending requests before destroying */
     uct_hipower_ep_pending_purge(&self->super.super,

@@ -209,6 +209,9 @@ typedef struct uct_hipower_ep {
         uint32_t                 qp_num;
         uct_hipower_device_addr_t dev;        /* Connected to (is_connected) */
     } peer;
+
+    /* Connected through the interface's handshake (hipower_cm.h) */
+    uct_hipower_ep_cm_t          cm;
 } uct_hipower_ep_t;
 
 

@@ -186,7 +186,7 @@ static ucs_status_t uct_hipower_held_ep_create(const uct_ep_params_t *params,
     ucs_status_t status;
 
     uct_hipower_held_enter(iface);
-    status = UCS_CLASS_NEW_FUNC_NAME(uct_hipower_ep_t)(params, ep_p);
+    status = uct_hipower_ep_create(params, ep_p);
     uct_hipower_held_leave(iface);
     return status;
 }

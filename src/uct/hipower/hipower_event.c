@@ -182,7 +182,10 @@ ucs_status_t uct_hipower_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
         return UCS_ERR_UNSUPPORTED;
     }
 
-    *fd_p = iface->event.channel->fd;
+    /* With the handshake listener: an epoll set of the completion channel
+     * and the handshakes' eventfd (hipower_cm.h) */
+    *fd_p = (iface->cm.epfd >= 0) ? iface->cm.epfd :
+            iface->event.channel->fd;
     return UCS_OK;
 }
 
@@ -273,6 +276,11 @@ static ucs_status_t uct_hipower_iface_do_event_arm(uct_hipower_iface_t *iface,
     status = uct_hipower_channel_drain(iface, iface->event.channel);
     if (status != UCS_OK) {
         return status;
+    }
+
+    /* Handshakes that finished wait for progress */
+    if (iface->cm.enabled && (uct_hipower_cm_arm(iface) != UCS_OK)) {
+        return UCS_ERR_BUSY;
     }
 
     if (events & UCT_EVENT_SEND_COMP) {

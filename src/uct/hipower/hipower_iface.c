@@ -110,6 +110,44 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      ucs_offsetof(uct_hipower_iface_config_t, grant_timeout),
      UCS_CONFIG_TYPE_TIME_UNITS},
 
+    {"CONNECT_TO_IFACE", "n",
+     "Let endpoints connect to a peer's interface address (UCX's\n"
+     "CONNECT_TO_IFACE): the interface listens on a TCP port of the network\n"
+     "interface CM_NETDEV names, an endpoint connects its queue pair through\n"
+     "one handshake there when it is first used, and UCP needs no auxiliary\n"
+     "transport, so UCX_TLS=hipower alone works (docs/protocol.md,\n"
+     "\"Connection establishment\"). Both sides must set the same.\n"
+     "'y': required, the interface does not open without its listener;\n"
+     "'try': on if the listener opens; 'n': endpoints connect only through\n"
+     "UCP's wire-up (uct_ep_connect_to_ep()), with an auxiliary transport.",
+     ucs_offsetof(uct_hipower_iface_config_t, connect_to_iface),
+     UCS_CONFIG_TYPE_TERNARY},
+
+    {"CM_NETDEV", "auto",
+     "Network interface whose IP address the handshake listens on, with\n"
+     "CONNECT_TO_IFACE. 'auto': the one behind the port's GID_INDEX (RoCE);\n"
+     "InfiniBand needs one named (an IPoIB or Ethernet interface every peer\n"
+     "reaches). IPv4 first, else a global IPv6 address.",
+     ucs_offsetof(uct_hipower_iface_config_t, cm_netdev),
+     UCS_CONFIG_TYPE_STRING},
+
+    {"CONNECT_TIMEOUT", "30s",
+     "With CONNECT_TO_IFACE: how long an endpoint's handshake may take, from\n"
+     "its first use until it is connected, and how long the listener waits\n"
+     "for a peer's whole request. Past it, that endpoint fails with\n"
+     "UCS_ERR_ENDPOINT_TIMEOUT (a peer that refuses or is not there fails it\n"
+     "at once with UCS_ERR_UNREACHABLE or UCS_ERR_CONNECTION_RESET).",
+     ucs_offsetof(uct_hipower_iface_config_t, connect_timeout),
+     UCS_CONFIG_TYPE_TIME_UNITS},
+
+    {"CM_MAX_CONNS", "64",
+     "With CONNECT_TO_IFACE: handshakes of each direction under way at once\n"
+     "per interface (each holds a socket for a round trip); endpoints used\n"
+     "beyond it queue, and requests beyond it are closed (the peer fails\n"
+     "that attempt). Bounds file descriptors when thousands connect at once.",
+     ucs_offsetof(uct_hipower_iface_config_t, cm_max_conns),
+     UCS_CONFIG_TYPE_UINT},
+
     {"MEM_BUDGET", "32m",
      "Pre-registered memory per interface from which all endpoints' receive\n"
      "slots are carved (the paper's QoS bound on pinned memory).",
@@ -408,7 +446,8 @@ static ucs_status_t uct_hipower_iface_query(uct_iface_h tl_iface,
                                     iface->config.shared_pool ?
                                     iface->config.eps_possible :
                                     iface->config.max_eps);
-    attr->iface_addr_len  = 0;
+    attr->iface_addr_len  = iface->cm.enabled ?
+                            sizeof(hipower_hs_iface_addr_t) : 0;
     attr->device_addr_len = sizeof(uct_hipower_device_addr_t);
     attr->ep_addr_len     = sizeof(uct_hipower_ep_addr_t);
     attr->max_conn_priv   = 0;
@@ -431,6 +470,11 @@ static ucs_status_t uct_hipower_iface_query(uct_iface_h tl_iface,
                             UCT_IFACE_FLAG_CONNECT_TO_EP |
                             HIPOWER_UCX_FLAG_INTER_NODE  |
                             UCT_IFACE_FLAG_CB_SYNC;
+    if (iface->cm.enabled) {
+        /* Keeps CONNECT_TO_EP: UCP's client/server path connects lanes to
+         * endpoints, its worker-address path now to the interface */
+        attr->cap.flags |= UCT_IFACE_FLAG_CONNECT_TO_IFACE;
+    }
 
     /* am_short is inline and lands in one slot: bounded by both */
     attr->cap.am.max_short       = iface->config.max_short -
@@ -491,16 +535,30 @@ uct_hipower_iface_get_device_address(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
-static int uct_hipower_iface_is_reachable(const uct_iface_h tl_iface,
-                                          const uct_device_addr_t *addr,
-                                          const uct_iface_addr_t *iface_addr)
+/* The peer's handshake listener, if we connect to interfaces: UCP
+ * connects such lanes to it (1.13 passes no length: 0) */
+static int uct_hipower_iface_addr_reachable(uct_hipower_iface_t *iface,
+                                            const uct_iface_addr_t *iface_addr,
+                                            size_t length)
+{
+    return !iface->cm.enabled ||
+           (uct_hipower_cm_iface_addr_valid(iface, iface_addr, length) ==
+            UCS_OK);
+}
+
+static int uct_hipower_iface_dev_reachable(const uct_iface_h tl_iface,
+                                           const uct_device_addr_t *addr,
+                                           const uct_iface_addr_t *iface_addr,
+                                           size_t iface_addr_length)
 {
     uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
     const uct_hipower_device_addr_t *dev_addr =
             (const uct_hipower_device_addr_t*)addr;
 
     if ((dev_addr == NULL) ||
-        (dev_addr->link_layer != iface->port_attr.link_layer)) {
+        (dev_addr->link_layer != iface->port_attr.link_layer) ||
+        !uct_hipower_iface_addr_reachable(iface, iface_addr,
+                                          iface_addr_length)) {
         return 0;
     }
 
@@ -508,6 +566,25 @@ static int uct_hipower_iface_is_reachable(const uct_iface_h tl_iface,
     return (iface->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET) ||
            (dev_addr->gid.global.subnet_prefix ==
             iface->gid.global.subnet_prefix);
+}
+
+static int uct_hipower_iface_is_reachable(const uct_iface_h tl_iface,
+                                          const uct_device_addr_t *addr,
+                                          const uct_iface_addr_t *iface_addr)
+{
+    return uct_hipower_iface_dev_reachable(tl_iface, addr, iface_addr, 0);
+}
+
+static ucs_status_t uct_hipower_iface_get_address(uct_iface_h tl_iface,
+                                                  uct_iface_addr_t *addr)
+{
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_iface, uct_hipower_iface_t);
+
+    /* UCP packs it whenever it packs an address: a copy, nothing more */
+    if (iface->cm.enabled) {
+        memcpy(addr, &iface->cm.addr, sizeof(iface->cm.addr));
+    }
+    return UCS_OK;
 }
 
 static ucs_status_t uct_hipower_iface_do_flush(uct_hipower_iface_t *iface,
@@ -723,6 +800,12 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
 
     if (ucs_unlikely(*(volatile uint64_t*)&md->async.seq != iface->async_seq)) {
         count += uct_hipower_iface_progress_async(iface);
+    }
+
+    if (ucs_unlikely(iface->cm.num_ready > 0) ||
+        ucs_unlikely(!ucs_list_is_empty(&iface->cm.doomed))) {
+        /* Handshakes that finished, endpoints made for peers that left */
+        count += uct_hipower_cm_progress(iface);
     }
 
     /* Only the active endpoints: an idle one's peer wakes it above
@@ -1013,6 +1096,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     ucs_list_head_init(&self->tx.trailing_eps);
     self->async_seq     = md->async.seq;
     kh_init_inplace(uct_hipower_qp_ep, &self->qp_eps);
+    uct_hipower_cm_construct(self);
     ucs_snprintf_zero(self->dev_name, sizeof(self->dev_name), "%s",
                       (params->field_mask & UCT_IFACE_PARAM_FIELD_DEVICE) ?
                       params->mode.device.dev_name : md->name);
@@ -1271,6 +1355,20 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         goto err_cleanup_tx_bundle_mp;
     }
 
+    /* Last: once it listens, peers may connect to it */
+    if (config->connect_to_iface != UCS_NO) {
+        status = uct_hipower_cm_open(self, config->cm_netdev,
+                                     config->connect_timeout,
+                                     config->cm_max_conns);
+        if ((status != UCS_OK) && (config->connect_to_iface == UCS_YES)) {
+            goto err_cleanup_rx;
+        } else if (status != UCS_OK) {
+            ucs_diag("hipower %s: UCX_HIPOWER_CONNECT_TO_IFACE=try: no "
+                     "listener, endpoints connect through UCP's wire-up only",
+                     self->dev_name);
+        }
+    }
+
     ucs_debug("hipower %s: opened, notify %s, %u-byte slots %u apart, %u "
               "per endpoint, %u endpoints guaranteed, arena %zu bytes, port "
               "mtu %zu", self->dev_name,
@@ -1280,6 +1378,8 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
               self->arena.size, uct_hipower_mtu_bytes(self->config.path_mtu));
     return UCS_OK;
 
+err_cleanup_rx:
+    uct_hipower_iface_rx_cleanup(self);
 err_cleanup_tx_bundle_mp:
     if (self->config.bundle) {
         ucs_mpool_cleanup(&self->tx_bundle_mp, 1);
@@ -1305,6 +1405,10 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_iface_t)
     uct_hipower_iface_hold_cleanup(self);
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+
+    /* The listener, the handshakes and the endpoints made for peers'
+     * requests, which are nobody else's to destroy */
+    uct_hipower_cm_cleanup(self);
 
     /* Closing with endpoints open is the user's mistake, but must neither
      * leak nor crash: they go as if destroyed, then their QPs with them */
@@ -1360,7 +1464,7 @@ static uct_iface_ops_t uct_hipower_iface_ops = {
     .ep_flush                 = uct_hipower_ep_flush,
     .ep_fence                 = uct_hipower_ep_fence,
     .ep_check                 = uct_hipower_ep_check,
-    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_hipower_ep_t),
+    .ep_create                = uct_hipower_ep_create,
     .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_hipower_ep_t),
     .ep_get_address           = uct_hipower_ep_get_address,
     .ep_connect_to_ep         = uct_hipower_ep_connect_to_ep,
@@ -1374,8 +1478,7 @@ static uct_iface_ops_t uct_hipower_iface_ops = {
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_hipower_iface_t),
     .iface_query              = uct_hipower_iface_query,
     .iface_get_device_address = uct_hipower_iface_get_device_address,
-    .iface_get_address        = HIPOWER_UCX_FUNC(uct_iface_get_address_func_t,
-                                         ucs_empty_function_return_success),
+    .iface_get_address        = uct_hipower_iface_get_address,
     .iface_is_reachable       = uct_hipower_iface_is_reachable
 };
 
@@ -1389,8 +1492,17 @@ uct_hipower_iface_is_reachable_v2(const uct_iface_h tl_iface,
         return 0;
     }
 
-    if (!uct_hipower_iface_is_reachable(tl_iface, params->device_addr, NULL)) {
-        uct_iface_fill_info_str_buf(params, "different link layer or IB subnet");
+    if (!uct_hipower_iface_dev_reachable(tl_iface, params->device_addr,
+                                         (params->field_mask &
+                                          UCT_IFACE_IS_REACHABLE_FIELD_IFACE_ADDR) ?
+                                         params->iface_addr : NULL,
+                                         (params->field_mask &
+                                          UCT_IFACE_IS_REACHABLE_FIELD_IFACE_ADDR_LENGTH) ?
+                                         params->iface_addr_length : 0)) {
+        uct_iface_fill_info_str_buf(params, "different link layer or IB "
+                                    "subnet, or no handshake listener in the "
+                                    "interface address "
+                                    "(UCX_HIPOWER_CONNECT_TO_IFACE differs?)");
         return 0;
     }
 

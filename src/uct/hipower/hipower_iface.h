@@ -9,6 +9,7 @@
 #include "hipower_origin.h"
 #include "hipower_active.h"
 #include "hipower_arena.h"
+#include "hipower_cm.h"
 #include "hipower_ring.h"
 #include "hipower_slot.h"
 #include "hipower_stats.h"
@@ -94,6 +95,10 @@ typedef struct uct_hipower_iface_config {
     double                       overhead;
     ucs_time_t                   idle_time;
     ucs_time_t                   grant_timeout;
+    int                          connect_to_iface;
+    char                         *cm_netdev;
+    ucs_time_t                   connect_timeout;
+    unsigned                     cm_max_conns;
     uct_iface_mpool_config_t     tx_mp;
 } uct_hipower_iface_config_t;
 
@@ -300,6 +305,9 @@ typedef struct uct_hipower_iface {
     } event;
 
     uint64_t                     async_seq;    /* Device events handled */
+
+    /* Connecting to the interface (hipower_cm.h) */
+    uct_hipower_cm_t             cm;
 
     uct_hipower_stats_t          stats;
     char                         dev_name[UCT_DEVICE_NAME_MAX];

@@ -1,0 +1,1301 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+/*
+ * Connecting to an interface: the handshake's transport (see hipower_cm.h
+ * for the threads, hipower_handshake.h for the protocol, docs/protocol.md
+ * "Connection establishment").
+ *
+ * Why TCP and not the RDMA connection manager: the handshake must carry
+ * both sides' device and endpoint addresses (19 + 61 bytes each way), and
+ * rdma_cm's REQ holds 56 bytes of private data, so half of the exchange
+ * would have to go in-band once the QP is up; over TCP one round trip
+ * carries everything, and the QP is connected by the same
+ * uct_ep_connect_to_ep() code and checks as on UCP's wire-up path. It
+ * needs no /dev/infiniband/rdma_cm (absent from many containers), and no
+ * IP address that maps onto the RDMA path (rdma_cm resolves the GID from
+ * the IP: on Soft-RoCE between local devices that fails for IPv4). The
+ * cost: the peers need IP connectivity (as rdma_cm needs, over IPoIB on
+ * InfiniBand), and iWARP, which takes its QP attributes only from its
+ * connection manager, is out -- as it is for hipower's connect_to_ep().
+ */
+
+#include "hipower_ep.h"
+#include "hipower_cm.h"
+
+#include <ucs/async/async.h>
+#include <ucs/debug/log.h>
+#include <ucs/sys/sock.h>
+#include <ucs/sys/string.h>
+#include <ucs/sys/sys.h>
+#include <arpa/inet.h>
+#include <limits.h>
+#include <net/if.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+
+/* A refused request is logged at most once per this long (per interface) */
+#define UCT_HIPOWER_CM_WARN_INTERVAL_SEC  1.0
+
+typedef enum {
+    UCT_HIPOWER_CONN_CONNECTING,   /* Active: TCP connect under way */
+    UCT_HIPOWER_CONN_SENDING,      /* Active: REQ going out */
+    UCT_HIPOWER_CONN_RECVING,      /* Reading the REQ, or the REP/REJ */
+    UCT_HIPOWER_CONN_AWAIT,        /* Active, told CROSSED: no socket */
+    UCT_HIPOWER_CONN_DONE,         /* A message read: for progress */
+    UCT_HIPOWER_CONN_ERROR         /* Failed (errno in err): for progress */
+} uct_hipower_conn_state_t;
+
+struct uct_hipower_cm_conn {
+    ucs_list_link_t              list;       /* In cm.conns */
+    ucs_list_link_t              ready_list; /* In cm.ready when queued */
+    uct_hipower_iface_t          *iface;
+    uct_hipower_ep_t             *ep;        /* Active: ours; passive: NULL */
+    int                          fd;
+    int                          active;
+    int                          state;      /* uct_hipower_conn_state_t */
+    int                          queued;     /* In cm.ready */
+    int                          err;        /* errno of a failure */
+    size_t                       offset;     /* Of the message in flight */
+    ucs_time_t                   deadline;
+    hipower_hs_msg_t             out;
+    hipower_hs_msg_t             in;
+    char                         peer_str[64];
+};
+
+
+static void uct_hipower_cm_timer_start(uct_hipower_iface_t *iface);
+
+
+static const void *uct_hipower_cm_match_address(const ucs_conn_match_elem_t *elem)
+{
+    return &ucs_container_of(elem, uct_hipower_ep_t, cm.elem)->cm.peer_uuid;
+}
+
+static ucs_conn_sn_t uct_hipower_cm_match_sn(const ucs_conn_match_elem_t *elem)
+{
+    return ucs_container_of(elem, uct_hipower_ep_t, cm.elem)->cm.conn_sn;
+}
+
+static const char *uct_hipower_cm_match_str(const ucs_conn_match_ctx_t *ctx,
+                                            const void *address, char *str,
+                                            size_t max_size)
+{
+    ucs_snprintf_safe(str, max_size, "interface %016" PRIx64,
+                      *(const uint64_t*)address);
+    return str;
+}
+
+static void uct_hipower_cm_match_purge(ucs_conn_match_ctx_t *ctx,
+                                       ucs_conn_match_elem_t *elem)
+{
+    /* Endpoints are destroyed by their owners, not by the matching */
+}
+
+static const ucs_conn_match_ops_t uct_hipower_cm_match_ops = {
+    .get_address = uct_hipower_cm_match_address,
+    .get_conn_sn = uct_hipower_cm_match_sn,
+    .address_str = uct_hipower_cm_match_str,
+    .purge_cb    = uct_hipower_cm_match_purge
+};
+
+static void uct_hipower_cm_signal(uct_hipower_iface_t *iface)
+{
+    uint64_t one = 1;
+
+    /* Full only after 2^64-2 unread signals: nothing to do then */
+    if ((write(iface->cm.event_fd, &one, sizeof(one)) < 0) &&
+        (errno != EAGAIN)) {
+        ucs_debug("hipower %s: eventfd write failed: %m", iface->dev_name);
+    }
+}
+
+/* Handed to progress: from the socket handlers and the timer */
+static void uct_hipower_cm_conn_queue(uct_hipower_cm_conn_t *conn, int state,
+                                      int err)
+{
+    uct_hipower_iface_t *iface = conn->iface;
+
+    if (conn->fd >= 0) {
+        ucs_async_modify_handler(conn->fd, 0);
+    }
+    conn->state = state;
+    conn->err   = err;
+    if (!conn->queued) {
+        conn->queued = 1;
+        ucs_list_add_tail(&iface->cm.ready, &conn->ready_list);
+        ++iface->cm.num_ready;
+        uct_hipower_cm_signal(iface);
+    }
+}
+
+/* Reads and writes what the socket takes now; from UCX's async context */
+static void uct_hipower_cm_conn_io(int fd, ucs_event_set_types_t events,
+                                   void *arg)
+{
+    uct_hipower_cm_conn_t *conn = arg;
+    socklen_t len               = sizeof(int);
+    int err                     = 0;
+    ssize_t ret;
+
+    if (conn->state == UCT_HIPOWER_CONN_CONNECTING) {
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) {
+            err = errno;
+        }
+        if (err == EINPROGRESS) {
+            return;
+        } else if (err != 0) {
+            uct_hipower_cm_conn_queue(conn, UCT_HIPOWER_CONN_ERROR, err);
+            return;
+        }
+        conn->state  = UCT_HIPOWER_CONN_SENDING;
+        conn->offset = 0;
+    }
+
+    if (conn->state == UCT_HIPOWER_CONN_SENDING) {
+        ret = send(fd, UCS_PTR_BYTE_OFFSET(&conn->out, conn->offset),
+                   sizeof(conn->out) - conn->offset, MSG_NOSIGNAL);
+        if (ret < 0) {
+            if ((errno != EAGAIN) && (errno != EINTR)) {
+                uct_hipower_cm_conn_queue(conn, UCT_HIPOWER_CONN_ERROR, errno);
+            }
+            return;
+        }
+        conn->offset += ret;
+        if (conn->offset < sizeof(conn->out)) {
+            return;
+        }
+        conn->state  = UCT_HIPOWER_CONN_RECVING;
+        conn->offset = 0;
+        ucs_async_modify_handler(fd, UCS_EVENT_SET_EVREAD);
+        return;
+    }
+
+    if (conn->state != UCT_HIPOWER_CONN_RECVING) {
+        return;
+    }
+
+    for (;;) {
+        ret = recv(fd, UCS_PTR_BYTE_OFFSET(&conn->in, conn->offset),
+                   sizeof(conn->in) - conn->offset, 0);
+        if (ret == 0) {
+            /* Closed before a whole message: the peer refused or died */
+            uct_hipower_cm_conn_queue(conn, UCT_HIPOWER_CONN_ERROR,
+                                      ECONNRESET);
+            return;
+        } else if (ret < 0) {
+            if ((errno != EAGAIN) && (errno != EINTR)) {
+                uct_hipower_cm_conn_queue(conn, UCT_HIPOWER_CONN_ERROR, errno);
+            }
+            return;
+        }
+
+        conn->offset += ret;
+        if (conn->offset == sizeof(conn->in)) {
+            uct_hipower_cm_conn_queue(conn, UCT_HIPOWER_CONN_DONE, 0);
+            return;
+        }
+    }
+}
+
+static uct_hipower_cm_conn_t *
+uct_hipower_cm_conn_new(uct_hipower_iface_t *iface, int fd, int active)
+{
+    uct_hipower_cm_conn_t *conn;
+
+    conn = ucs_calloc(1, sizeof(*conn), "hipower handshake");
+    if (conn == NULL) {
+        return NULL;
+    }
+
+    conn->iface    = iface;
+    conn->fd       = fd;
+    conn->active   = active;
+    conn->deadline = ucs_get_time() + iface->cm.timeout;
+    ucs_list_add_tail(&iface->cm.conns, &conn->list);
+    if (active) {
+        ++iface->cm.num_active;
+    } else {
+        ++iface->cm.num_passive;
+    }
+    uct_hipower_cm_timer_start(iface);
+    return conn;
+}
+
+static void uct_hipower_cm_conn_close_fd(uct_hipower_cm_conn_t *conn)
+{
+    if (conn->fd >= 0) {
+        /* Not sync: we hold the async lock, and a missed event of this
+         * handler is looked up by its fd, which is gone by then */
+        ucs_async_remove_handler(conn->fd, 0);
+        close(conn->fd);
+        conn->fd = -1;
+    }
+}
+
+static void uct_hipower_cm_ep_next(uct_hipower_iface_t *iface);
+
+/* Under the async lock */
+static void uct_hipower_cm_conn_free(uct_hipower_cm_conn_t *conn)
+{
+    uct_hipower_iface_t *iface = conn->iface;
+
+    uct_hipower_cm_conn_close_fd(conn);
+    if (conn->queued) {
+        ucs_list_del(&conn->ready_list);
+        --iface->cm.num_ready;
+    }
+    ucs_list_del(&conn->list);
+    if (conn->ep != NULL) {
+        conn->ep->cm.conn = NULL;
+    }
+    if (conn->active) {
+        --iface->cm.num_active;
+    } else {
+        --iface->cm.num_passive;
+    }
+    ucs_free(conn);
+    if (iface->cm.enabled && !ucs_list_is_empty(&iface->cm.waiting)) {
+        uct_hipower_cm_ep_next(iface);
+    }
+}
+
+/* Past their deadline: failed, for progress to report. Removes itself
+ * when no handshake is left, so an idle process has no timer */
+static void uct_hipower_cm_timer(int id, ucs_event_set_types_t events,
+                                 void *arg)
+{
+    uct_hipower_iface_t *iface = arg;
+    uct_hipower_cm_conn_t *conn;
+    ucs_time_t now;
+
+    if (ucs_list_is_empty(&iface->cm.conns)) {
+        ucs_async_remove_handler(id, 0);
+        iface->cm.timer_id = 0;
+        return;
+    }
+
+    now = ucs_get_time();
+    ucs_list_for_each(conn, &iface->cm.conns, list) {
+        if (!conn->queued && (now > conn->deadline)) {
+            uct_hipower_cm_conn_queue(conn, UCT_HIPOWER_CONN_ERROR, ETIMEDOUT);
+        }
+    }
+}
+
+static void uct_hipower_cm_timer_start(uct_hipower_iface_t *iface)
+{
+    ucs_async_context_t *async = iface->super.worker->async;
+    ucs_time_t interval;
+    ucs_status_t status;
+
+    if (iface->cm.timer_id != 0) {
+        return;
+    }
+
+    /* A tenth of the deadline is enough precision, within [10 ms, 1 s] */
+    interval = ucs_max(ucs_time_from_msec(10),
+                       ucs_min(iface->cm.timeout / 10, ucs_time_from_sec(1)));
+    status   = ucs_async_add_timer(async->mode, interval, uct_hipower_cm_timer,
+                                   iface, async, &iface->cm.timer_id);
+    if (status != UCS_OK) {
+        ucs_warn("hipower %s: no timer for UCX_HIPOWER_CONNECT_TIMEOUT: %s; "
+                 "a handshake with a silent peer is not bounded",
+                 iface->dev_name, ucs_status_string(status));
+        iface->cm.timer_id = 0;
+    }
+}
+
+static void uct_hipower_cm_sockaddr(const hipower_hs_iface_addr_t *addr,
+                                    struct sockaddr_storage *ss,
+                                    socklen_t *len)
+{
+    struct sockaddr_in *sin   = (struct sockaddr_in*)ss;
+    struct sockaddr_in6 *sin6 = (struct sockaddr_in6*)ss;
+
+    memset(ss, 0, sizeof(*ss));
+    if (addr->family == HIPOWER_HS_AF_INET) {
+        sin->sin_family = AF_INET;
+        sin->sin_port   = addr->port;
+        memcpy(&sin->sin_addr, addr->ip, 4);
+        *len            = sizeof(*sin);
+    } else {
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port   = addr->port;
+        memcpy(&sin6->sin6_addr, addr->ip, 16);
+        *len              = sizeof(*sin6);
+    }
+}
+
+static void uct_hipower_cm_addr_str(const hipower_hs_iface_addr_t *addr,
+                                    char *str, size_t max)
+{
+    char ip[INET6_ADDRSTRLEN];
+
+    inet_ntop((addr->family == HIPOWER_HS_AF_INET) ? AF_INET : AF_INET6,
+              addr->ip, ip, sizeof(ip));
+    ucs_snprintf_safe(str, max, (addr->family == HIPOWER_HS_AF_INET) ?
+                      "%s:%u" : "[%s]:%u", ip, ntohs(addr->port));
+}
+
+static void uct_hipower_cm_pack_addresses(uct_hipower_ep_t *ep,
+                                          hipower_hs_msg_t *msg,
+                                          hipower_hs_type_t type,
+                                          uint64_t dst_uuid,
+                                          uint64_t conn_sn)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uct_hipower_device_addr_t dev;
+    uct_hipower_ep_addr_t ep_addr;
+
+    UCS_STATIC_ASSERT(sizeof(dev) <= HIPOWER_HS_DEV_ADDR_MAX);
+    UCS_STATIC_ASSERT(sizeof(ep_addr) <= HIPOWER_HS_EP_ADDR_MAX);
+    memset(&dev, 0, sizeof(dev));
+    dev.gid        = iface->gid;
+    dev.lid        = iface->port_attr.lid;
+    dev.link_layer = iface->port_attr.link_layer;
+    uct_hipower_ep_get_address(&ep->super.super, (uct_ep_addr_t*)&ep_addr);
+    hipower_hs_msg_pack(msg, type, HIPOWER_HS_REASON_NONE,
+                        iface->cm.addr.uuid, dst_uuid, conn_sn, &dev,
+                        sizeof(dev), &ep_addr, sizeof(ep_addr));
+}
+
+/* Opens the endpoint's TCP connection and sends its REQ once connected.
+ * Under the async lock. */
+static ucs_status_t uct_hipower_cm_connect(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    ucs_async_context_t *async = iface->super.worker->async;
+    struct sockaddr_storage ss;
+    uct_hipower_cm_conn_t *conn;
+    ucs_status_t status;
+    socklen_t len;
+    int fd, one = 1;
+
+    uct_hipower_cm_sockaddr(&ep->cm.peer, &ss, &len);
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": socket() for the handshake failed: "
+                  "%m", UCT_HIPOWER_EP_ARG(ep));
+        return UCS_ERR_IO_ERROR;
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+
+    conn = uct_hipower_cm_conn_new(iface, fd, 1);
+    if (conn == NULL) {
+        close(fd);
+        return UCS_ERR_NO_MEMORY;
+    }
+    conn->ep    = ep;
+    conn->state = UCT_HIPOWER_CONN_CONNECTING;
+    ep->cm.conn = conn;
+    uct_hipower_cm_addr_str(&ep->cm.peer, conn->peer_str,
+                            sizeof(conn->peer_str));
+    uct_hipower_cm_pack_addresses(ep, &conn->out, HIPOWER_HS_REQ,
+                                  ep->cm.peer_uuid, ep->cm.conn_sn);
+
+    if ((connect(fd, (struct sockaddr*)&ss, len) < 0) &&
+        (errno != EINPROGRESS)) {
+        /* Reported from progress, like any failure of the handshake */
+        uct_hipower_cm_conn_queue(conn, UCT_HIPOWER_CONN_ERROR, errno);
+        return UCS_OK;
+    }
+
+    status = ucs_async_set_event_handler(async->mode, fd,
+                                         UCS_EVENT_SET_EVWRITE,
+                                         uct_hipower_cm_conn_io, conn, async);
+    if (status != UCS_OK) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": cannot watch the handshake's socket: "
+                  "%s", UCT_HIPOWER_EP_ARG(ep), ucs_status_string(status));
+        close(fd);
+        conn->fd = -1;
+        uct_hipower_cm_conn_queue(conn, UCT_HIPOWER_CONN_ERROR, EIO);
+    }
+
+    ucs_debug(UCT_HIPOWER_EP_FMT ": connecting to %s (interface %016" PRIx64
+              ", endpoint %" PRIu64 ")", UCT_HIPOWER_EP_ARG(ep),
+              conn->peer_str, ep->cm.peer_uuid, ep->cm.conn_sn);
+    return UCS_OK;
+}
+
+/* Starts the endpoints queued while max_conns handshakes were out */
+static void uct_hipower_cm_ep_next(uct_hipower_iface_t *iface)
+{
+    uct_hipower_ep_t *ep;
+
+    while (!ucs_list_is_empty(&iface->cm.waiting) &&
+           (iface->cm.num_active < iface->cm.max_conns)) {
+        ep = ucs_list_extract_head(&iface->cm.waiting, uct_hipower_ep_t,
+                                   cm.list);
+        ep->cm.listed = UCT_HIPOWER_CM_LISTED_NONE;
+        if (uct_hipower_cm_connect(ep) != UCS_OK) {
+            ep->cm.state = UCT_HIPOWER_CM_FAILED;
+            uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
+        }
+    }
+}
+
+void uct_hipower_cm_ep_start(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    ucs_async_context_t *async = iface->super.worker->async;
+
+    UCS_ASYNC_BLOCK(async);
+    if (ep->cm.state == UCT_HIPOWER_CM_IDLE) {
+        ep->cm.state  = UCT_HIPOWER_CM_CONNECTING;
+        ep->cm.listed = UCT_HIPOWER_CM_LISTED_WAITING;
+        ucs_list_add_tail(&iface->cm.waiting, &ep->cm.list);
+        uct_hipower_cm_ep_next(iface);
+    }
+    UCS_ASYNC_UNBLOCK(async);
+}
+
+static void uct_hipower_cm_match_del(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    if (ep->cm.matched) {
+        ucs_conn_match_remove_elem(&iface->cm.match, &ep->cm.elem,
+                                   (ucs_conn_match_queue_type_t)ep->cm.queue);
+        ep->cm.matched = 0;
+    }
+}
+
+static void uct_hipower_cm_match_add(uct_hipower_ep_t *ep,
+                                     ucs_conn_match_queue_type_t queue)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    if (ucs_conn_match_insert(&iface->cm.match, &ep->cm.peer_uuid,
+                              ep->cm.conn_sn, &ep->cm.elem, queue)) {
+        ep->cm.matched = 1;
+        ep->cm.queue   = queue;
+    }
+}
+
+void uct_hipower_cm_ep_cleanup(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    ucs_async_context_t *async = iface->super.worker->async;
+
+    if (((ep->cm.state == UCT_HIPOWER_CM_NONE) && !ep->cm.internal) ||
+        !iface->cm.enabled) {
+        /* Not connected by us, or the interface is closing: its
+         * uct_hipower_cm_cleanup() dropped the handshakes and matching */
+        return;
+    }
+
+    UCS_ASYNC_BLOCK(async);
+    if (ep->cm.conn != NULL) {
+        uct_hipower_cm_conn_free(ep->cm.conn);
+    }
+    if (ep->cm.listed != UCT_HIPOWER_CM_LISTED_NONE) {
+        ucs_list_del(&ep->cm.list);
+        ep->cm.listed = UCT_HIPOWER_CM_LISTED_NONE;
+    }
+    uct_hipower_cm_match_del(ep);
+    if (ep->cm.internal) {
+        --iface->cm.num_internal;
+    }
+    ep->cm.state = UCT_HIPOWER_CM_NONE;
+    UCS_ASYNC_UNBLOCK(async);
+}
+
+int uct_hipower_cm_ep_gone(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    if (!ep->cm.internal) {
+        return 0;
+    }
+
+    if (ep->cm.listed == UCT_HIPOWER_CM_LISTED_NONE) {
+        ep->cm.listed = UCT_HIPOWER_CM_LISTED_DOOMED;
+        ucs_list_add_tail(&iface->cm.doomed, &ep->cm.list);
+    }
+    return 1;
+}
+
+/* Fails a user's endpoint whose handshake failed; the handshake is freed
+ * first (the error handler may destroy the endpoint) */
+static void uct_hipower_cm_ep_fail(uct_hipower_ep_t *ep, ucs_status_t status)
+{
+    if (ep->cm.conn != NULL) {
+        uct_hipower_cm_conn_free(ep->cm.conn);
+    }
+    ep->cm.state = UCT_HIPOWER_CM_FAILED;
+    /* Internal ones are doomed there, not reported */
+    uct_hipower_ep_set_failed(ep, status);
+}
+
+/* The passive side's answer; the connection is closed after it */
+static void uct_hipower_cm_reply(uct_hipower_cm_conn_t *conn,
+                                 const hipower_hs_msg_t *msg)
+{
+    ssize_t ret;
+
+    /* 128 bytes into a socket that has sent nothing yet: the send buffer
+     * takes them at once. If not, the peer's handshake fails on EOF. */
+    ret = send(conn->fd, msg, sizeof(*msg), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (ret != sizeof(*msg)) {
+        ucs_debug("hipower %s: answer to %s not sent: %m",
+                  conn->iface->dev_name, conn->peer_str);
+    }
+}
+
+static void uct_hipower_cm_reject(uct_hipower_cm_conn_t *conn,
+                                  uint64_t dst_uuid, uint64_t conn_sn,
+                                  hipower_hs_reason_t reason)
+{
+    hipower_hs_msg_t msg;
+
+    hipower_hs_msg_pack(&msg, HIPOWER_HS_REJ, reason,
+                        conn->iface->cm.addr.uuid, dst_uuid, conn_sn, NULL, 0,
+                        NULL, 0);
+    uct_hipower_cm_reply(conn, &msg);
+}
+
+/* A request we refuse for what it is, not for a crossed connect: one log
+ * line per second at most, so a flood costs a line, not a log */
+static void uct_hipower_cm_refuse(uct_hipower_cm_conn_t *conn,
+                                  const char *why, hipower_hs_reason_t reason)
+{
+    uct_hipower_iface_t *iface = conn->iface;
+    ucs_time_t now             = ucs_get_time();
+
+    ++iface->cm.refused;
+    if ((iface->cm.last_warn == 0) ||
+        (now - iface->cm.last_warn >
+         ucs_time_from_sec(UCT_HIPOWER_CM_WARN_INTERVAL_SEC))) {
+        ucs_warn("hipower %s: refused a connection request from %s: %s "
+                 "(%u refused so far)", iface->dev_name, conn->peer_str, why,
+                 iface->cm.refused);
+        iface->cm.last_warn = now;
+    }
+    if (reason != HIPOWER_HS_REASON_NONE) {
+        uct_hipower_cm_reject(conn, conn->in.src_uuid, conn->in.conn_sn,
+                              reason);
+    }
+}
+
+static hipower_hs_local_t uct_hipower_cm_local(const uct_hipower_ep_t *ep)
+{
+    if (ep == NULL) {
+        return HIPOWER_HS_LOCAL_NONE;
+    }
+
+    switch (ep->cm.state) {
+    case UCT_HIPOWER_CM_IDLE:
+        return HIPOWER_HS_LOCAL_IDLE;
+    case UCT_HIPOWER_CM_CONNECTING:
+    case UCT_HIPOWER_CM_AWAIT_PEER:
+        return HIPOWER_HS_LOCAL_CONNECTING;
+    default:
+        return HIPOWER_HS_LOCAL_CONNECTED;
+    }
+}
+
+/* An endpoint for a peer's REQ that no endpoint of the user's matches */
+static ucs_status_t uct_hipower_cm_ep_internal(uct_hipower_iface_t *iface,
+                                               const hipower_hs_msg_t *req,
+                                               uct_hipower_ep_t **ep_p)
+{
+    uct_ep_params_t params;
+    uct_hipower_ep_t *ep;
+    ucs_status_t status;
+    uct_ep_h tl_ep;
+
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+    params.iface      = &iface->super.super;
+    status = UCS_CLASS_NEW_FUNC_NAME(uct_hipower_ep_t)(&params, &tl_ep);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    ep              = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+    ep->cm.internal = 1;
+    ep->cm.state    = UCT_HIPOWER_CM_CONNECTED;
+    ep->cm.peer_uuid = req->src_uuid;
+    ep->cm.conn_sn   = req->conn_sn;
+    ++iface->cm.num_internal;
+    if (req->src_uuid != iface->cm.addr.uuid) {
+        /* The user's endpoint to that peer, when made, takes this one */
+        uct_hipower_cm_match_add(ep, UCS_CONN_MATCH_QUEUE_UNEXP);
+    }
+    *ep_p = ep;
+    return UCS_OK;
+}
+
+static void uct_hipower_cm_passive(uct_hipower_cm_conn_t *conn)
+{
+    uct_hipower_iface_t *iface = conn->iface;
+    const hipower_hs_msg_t *req = &conn->in;
+    uct_hipower_ep_t *ep        = NULL;
+    hipower_hs_msg_t rep;
+    ucs_conn_match_elem_t *elem;
+    hipower_hs_action_t action;
+    ucs_status_t status;
+    const char *why;
+
+    if (conn->state == UCT_HIPOWER_CONN_ERROR) {
+        /* A peer that went away (its endpoint destroyed while connecting),
+         * or sent too little before the deadline: nothing to answer */
+        ucs_debug("hipower %s: no request from %s: %s", iface->dev_name,
+                  conn->peer_str, (conn->err == ETIMEDOUT) ?
+                  "none whole before the deadline" : strerror(conn->err));
+        goto out;
+    }
+
+    why = hipower_hs_msg_check(req, conn->offset, UCS_BIT(HIPOWER_HS_REQ),
+                               iface->cm.addr.uuid,
+                               sizeof(uct_hipower_device_addr_t),
+                               sizeof(uct_hipower_ep_addr_t));
+    if (why != NULL) {
+        uct_hipower_cm_refuse(conn, why,
+                              ((req->magic == HIPOWER_HS_MAGIC) &&
+                               (req->dst_uuid != iface->cm.addr.uuid)) ?
+                              HIPOWER_HS_REASON_WRONG_IFACE :
+                              HIPOWER_HS_REASON_BAD_REQUEST);
+        goto out;
+    }
+
+    if (req->src_uuid != iface->cm.addr.uuid) {
+        elem = ucs_conn_match_get_elem(&iface->cm.match, &req->src_uuid,
+                                       req->conn_sn, UCS_CONN_MATCH_QUEUE_ANY,
+                                       0);
+        if (elem != NULL) {
+            ep = ucs_container_of(elem, uct_hipower_ep_t, cm.elem);
+        }
+    }
+
+    action = hipower_hs_decide(iface->cm.addr.uuid, req->src_uuid,
+                               uct_hipower_cm_local(ep));
+    switch (action) {
+    case HIPOWER_HS_ACCEPT_NEW:
+        status = uct_hipower_cm_ep_internal(iface, req, &ep);
+        if (status != UCS_OK) {
+            uct_hipower_cm_refuse(conn, "no endpoint can be created",
+                                  HIPOWER_HS_REASON_NO_RESOURCE);
+            goto out;
+        }
+        break;
+    case HIPOWER_HS_ACCEPT_LOCAL:
+        break;
+    case HIPOWER_HS_REJECT_CROSSED:
+        ucs_debug("hipower %s: crossed connect with %s, endpoint %" PRIu64
+                  ": ours goes on", iface->dev_name, conn->peer_str,
+                  req->conn_sn);
+        uct_hipower_cm_reject(conn, req->src_uuid, req->conn_sn,
+                              HIPOWER_HS_REASON_CROSSED);
+        goto out;
+    case HIPOWER_HS_REJECT_DUPLICATE:
+    default:
+        uct_hipower_cm_refuse(conn, "that endpoint pair is connected already",
+                              HIPOWER_HS_REASON_DUPLICATE);
+        goto out;
+    }
+
+    status = uct_hipower_ep_connect_to_ep(&ep->super.super,
+                                          (const uct_device_addr_t*)
+                                          req->dev_addr,
+                                          (const uct_ep_addr_t*)req->ep_addr);
+    if (status != UCS_OK) {
+        /* connect_to_ep() said why; the peer's endpoint fails with it */
+        uct_hipower_cm_refuse(conn, "its addresses do not fit this process",
+                              HIPOWER_HS_REASON_MISMATCH);
+        if (ep->cm.internal) {
+            uct_hipower_cm_ep_gone(ep);
+        } else {
+            uct_hipower_cm_ep_fail(ep, UCS_ERR_UNREACHABLE);
+        }
+        goto out;
+    }
+
+    if ((ep->cm.conn != NULL) &&
+        (ep->cm.conn->state == UCT_HIPOWER_CONN_AWAIT)) {
+        uct_hipower_cm_conn_free(ep->cm.conn);
+    }
+    if (ep->cm.listed == UCT_HIPOWER_CM_LISTED_WAITING) {
+        /* Queued behind other handshakes: no REQ of its own needed now */
+        ucs_list_del(&ep->cm.list);
+        ep->cm.listed = UCT_HIPOWER_CM_LISTED_NONE;
+    }
+    ep->cm.state = UCT_HIPOWER_CM_CONNECTED;
+    uct_hipower_cm_pack_addresses(ep, &rep, HIPOWER_HS_REP, req->src_uuid,
+                                  req->conn_sn);
+    uct_hipower_cm_reply(conn, &rep);
+    ucs_debug(UCT_HIPOWER_EP_FMT ": connected by %s's request (endpoint %"
+              PRIu64 "%s)", UCT_HIPOWER_EP_ARG(ep), conn->peer_str,
+              req->conn_sn, ep->cm.internal ? ", internal" : "");
+out:
+    uct_hipower_cm_conn_free(conn);
+}
+
+static ucs_status_t uct_hipower_cm_errno_status(int err)
+{
+    switch (err) {
+    case ETIMEDOUT:
+        return UCS_ERR_ENDPOINT_TIMEOUT;
+    case ECONNREFUSED:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case EADDRNOTAVAIL:
+        return UCS_ERR_UNREACHABLE;
+    default:
+        return UCS_ERR_CONNECTION_RESET;
+    }
+}
+
+static void uct_hipower_cm_active(uct_hipower_cm_conn_t *conn)
+{
+    uct_hipower_iface_t *iface = conn->iface;
+    uct_hipower_ep_t *ep        = conn->ep;
+    const hipower_hs_msg_t *msg = &conn->in;
+    hipower_hs_rej_action_t rej;
+    ucs_status_t status;
+    const char *why;
+
+    ucs_assert(ep != NULL);
+    if (conn->state == UCT_HIPOWER_CONN_ERROR) {
+        if (ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) {
+            /* The peer's crossed request connected us meanwhile */
+            uct_hipower_cm_conn_free(conn);
+            return;
+        }
+        status = uct_hipower_cm_errno_status(conn->err);
+        ucs_error(UCT_HIPOWER_EP_FMT ": handshake with %s failed: %s%s",
+                  UCT_HIPOWER_EP_ARG(ep), conn->peer_str,
+                  (conn->err == ETIMEDOUT) ? "no answer within "
+                  "UCX_HIPOWER_CONNECT_TIMEOUT" : strerror(conn->err),
+                  (conn->err == ECONNRESET) ? " (peer closed the connection: "
+                  "process gone, or it refused our request)" : "");
+        uct_hipower_cm_ep_fail(ep, status);
+        return;
+    }
+
+    why = hipower_hs_msg_check(msg, conn->offset,
+                               UCS_BIT(HIPOWER_HS_REP) |
+                               UCS_BIT(HIPOWER_HS_REJ), iface->cm.addr.uuid,
+                               sizeof(uct_hipower_device_addr_t),
+                               sizeof(uct_hipower_ep_addr_t));
+    if ((why == NULL) && ((msg->src_uuid != ep->cm.peer_uuid) ||
+                          (msg->conn_sn != ep->cm.conn_sn))) {
+        why = "answer of another interface or endpoint";
+    }
+    if (why != NULL) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": bad handshake answer from %s: %s",
+                  UCT_HIPOWER_EP_ARG(ep), conn->peer_str, why);
+        uct_hipower_cm_ep_fail(ep, UCS_ERR_CONNECTION_RESET);
+        return;
+    }
+
+    if (msg->type == HIPOWER_HS_REJ) {
+        rej = hipower_hs_on_reject(iface->cm.addr.uuid, ep->cm.peer_uuid,
+                                   (hipower_hs_reason_t)msg->reason,
+                                   !!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP));
+        if (rej == HIPOWER_HS_REJ_DONE) {
+            uct_hipower_cm_conn_free(conn);
+        } else if (rej == HIPOWER_HS_REJ_AWAIT_PEER) {
+            /* No socket any more, the deadline stays */
+            uct_hipower_cm_conn_close_fd(conn);
+            ucs_list_del(&conn->ready_list);
+            --iface->cm.num_ready;
+            conn->queued = 0;
+            conn->state  = UCT_HIPOWER_CONN_AWAIT;
+            ep->cm.state = UCT_HIPOWER_CM_AWAIT_PEER;
+        } else {
+            ucs_error(UCT_HIPOWER_EP_FMT ": %s refused the connection: %s",
+                      UCT_HIPOWER_EP_ARG(ep), conn->peer_str,
+                      hipower_hs_reason_str(msg->reason));
+            uct_hipower_cm_ep_fail(ep,
+                                   (msg->reason ==
+                                    HIPOWER_HS_REASON_MISMATCH) ?
+                                   UCS_ERR_UNREACHABLE :
+                                   UCS_ERR_CONNECTION_RESET);
+        }
+        return;
+    }
+
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) {
+        /* The peer answered both our REQ and took its own: cannot be */
+        ucs_error(UCT_HIPOWER_EP_FMT ": %s answered a request of an endpoint "
+                  "connected already", UCT_HIPOWER_EP_ARG(ep), conn->peer_str);
+        uct_hipower_cm_ep_fail(ep, UCS_ERR_CONNECTION_RESET);
+        return;
+    }
+
+    status = uct_hipower_ep_connect_to_ep(&ep->super.super,
+                                          (const uct_device_addr_t*)
+                                          msg->dev_addr,
+                                          (const uct_ep_addr_t*)msg->ep_addr);
+    if (status != UCS_OK) {
+        uct_hipower_cm_ep_fail(ep, status);
+        return;
+    }
+
+    ep->cm.state = UCT_HIPOWER_CM_CONNECTED;
+    ucs_debug(UCT_HIPOWER_EP_FMT ": connected to %s", UCT_HIPOWER_EP_ARG(ep),
+              conn->peer_str);
+    uct_hipower_cm_conn_free(conn);
+}
+
+unsigned uct_hipower_cm_progress(uct_hipower_iface_t *iface)
+{
+    uct_hipower_cm_conn_t *conn;
+    uct_hipower_ep_t *ep;
+    unsigned count = 0;
+
+    while (!ucs_list_is_empty(&iface->cm.ready)) {
+        conn = ucs_list_head(&iface->cm.ready, uct_hipower_cm_conn_t,
+                             ready_list);
+        ++count;
+        if (conn->active) {
+            if ((conn->state == UCT_HIPOWER_CONN_ERROR) &&
+                (conn->ep->cm.state == UCT_HIPOWER_CM_AWAIT_PEER)) {
+                conn->err = ETIMEDOUT;
+            }
+            uct_hipower_cm_active(conn);
+        } else {
+            uct_hipower_cm_passive(conn);
+        }
+    }
+
+    while (!ucs_list_is_empty(&iface->cm.doomed)) {
+        ep = ucs_list_head(&iface->cm.doomed, uct_hipower_ep_t, cm.list);
+        ucs_debug(UCT_HIPOWER_EP_FMT ": internal endpoint closed by its peer",
+                  UCT_HIPOWER_EP_ARG(ep));
+        UCS_CLASS_DELETE_FUNC_NAME(uct_hipower_ep_t)(&ep->super.super);
+        ++count;
+    }
+
+    return count;
+}
+
+ucs_status_t uct_hipower_cm_arm(uct_hipower_iface_t *iface)
+{
+    uint64_t value;
+
+    /* Drained first: a handler that queues after the checks signals anew */
+    while (read(iface->cm.event_fd, &value, sizeof(value)) > 0) {
+    }
+
+    if ((iface->cm.num_ready > 0) || !ucs_list_is_empty(&iface->cm.doomed)) {
+        return UCS_ERR_BUSY;
+    }
+    return UCS_OK;
+}
+
+/* Accepts what connects; from UCX's async context */
+static void uct_hipower_cm_listen_io(int fd, ucs_event_set_types_t events,
+                                     void *arg)
+{
+    uct_hipower_iface_t *iface = arg;
+    ucs_async_context_t *async = iface->super.worker->async;
+    struct sockaddr_storage ss;
+    uct_hipower_cm_conn_t *conn;
+    ucs_status_t status;
+    socklen_t len;
+    int cfd;
+
+    for (;;) {
+        len = sizeof(ss);
+        cfd = accept4(fd, (struct sockaddr*)&ss, &len,
+                      SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (cfd < 0) {
+            if ((errno != EAGAIN) && (errno != EINTR) &&
+                (errno != ECONNABORTED)) {
+                ucs_diag("hipower %s: accept() failed: %m", iface->dev_name);
+            }
+            return;
+        }
+
+        if (iface->cm.num_passive >= iface->cm.max_conns) {
+            /* The peer sees the connection close and fails its attempt:
+             * a flood of half-open handshakes costs nothing more */
+            ++iface->cm.refused;
+            ucs_debug("hipower %s: %u handshakes being read, closing a new "
+                      "one", iface->dev_name, iface->cm.num_passive);
+            close(cfd);
+            continue;
+        }
+
+        conn = uct_hipower_cm_conn_new(iface, cfd, 0);
+        if (conn == NULL) {
+            close(cfd);
+            continue;
+        }
+        conn->state = UCT_HIPOWER_CONN_RECVING;
+        ucs_sockaddr_str((struct sockaddr*)&ss, conn->peer_str,
+                         sizeof(conn->peer_str));
+        status = ucs_async_set_event_handler(async->mode, cfd,
+                                             UCS_EVENT_SET_EVREAD,
+                                             uct_hipower_cm_conn_io, conn,
+                                             async);
+        if (status != UCS_OK) {
+            conn->fd = -1;
+            close(cfd);
+            uct_hipower_cm_conn_free(conn);
+        }
+    }
+}
+
+/* The network interface behind the port's GID (RoCE), from sysfs */
+static ucs_status_t uct_hipower_cm_gid_netdev(uct_hipower_iface_t *iface,
+                                              char *netdev, size_t max)
+{
+    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
+    char path[PATH_MAX];
+    FILE *file;
+    char *nl;
+
+    ucs_snprintf_safe(path, sizeof(path),
+                      "/sys/class/infiniband/%s/ports/%u/gid_attrs/ndevs/%u",
+                      md->name, iface->port_num, iface->config.gid_index);
+    file = fopen(path, "r");
+    if (file == NULL) {
+        return UCS_ERR_NO_DEVICE;
+    }
+    if (fgets(netdev, max, file) == NULL) {
+        fclose(file);
+        return UCS_ERR_NO_DEVICE;
+    }
+    fclose(file);
+    nl = strchr(netdev, '\n');
+    if (nl != NULL) {
+        *nl = '\0';
+    }
+    return (netdev[0] != '\0') ? UCS_OK : UCS_ERR_NO_DEVICE;
+}
+
+static ucs_status_t uct_hipower_cm_listen(uct_hipower_iface_t *iface,
+                                          const char *netdev_cfg)
+{
+    ucs_async_context_t *async = iface->super.worker->async;
+    struct sockaddr_storage ss;
+    struct sockaddr_in6 *sin6  = (struct sockaddr_in6*)&ss;
+    struct sockaddr_in *sin    = (struct sockaddr_in*)&ss;
+    char netdev[IFNAMSIZ + 1];
+    ucs_status_t status;
+    socklen_t len;
+    int fd;
+
+    if (!strcmp(netdev_cfg, "auto")) {
+        status = uct_hipower_cm_gid_netdev(iface, netdev, sizeof(netdev));
+        if (status != UCS_OK) {
+            ucs_error("hipower %s: no network interface behind GID %u "
+                      "(UCX_HIPOWER_GID_INDEX) to listen for connections on: "
+                      "name one in UCX_HIPOWER_CM_NETDEV, or set "
+                      "UCX_HIPOWER_CONNECT_TO_IFACE=n", iface->dev_name,
+                      iface->config.gid_index);
+            return status;
+        }
+    } else {
+        ucs_strncpy_zero(netdev, netdev_cfg, sizeof(netdev));
+    }
+
+    memset(&ss, 0, sizeof(ss));
+    status = ucs_netif_get_addr(netdev, AF_INET, (struct sockaddr*)&ss, NULL);
+    if (status != UCS_OK) {
+        memset(&ss, 0, sizeof(ss));
+        status = ucs_netif_get_addr(netdev, AF_INET6, (struct sockaddr*)&ss,
+                                    NULL);
+        if ((status == UCS_OK) && IN6_IS_ADDR_LINKLOCAL(&sin6->sin6_addr)) {
+            /* Would need each peer's own scope: not an address to give out */
+            status = UCS_ERR_INVALID_ADDR;
+        }
+    }
+    if (status != UCS_OK) {
+        ucs_error("hipower %s: network interface '%s' (UCX_HIPOWER_CM_NETDEV) "
+                  "has no IPv4 or global IPv6 address to listen for "
+                  "connections on", iface->dev_name, netdev);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    len = (ss.ss_family == AF_INET) ? sizeof(*sin) : sizeof(*sin6);
+    if (ss.ss_family == AF_INET) {
+        sin->sin_port = 0;
+    } else {
+        sin6->sin6_port = 0;
+    }
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        ucs_error("hipower %s: socket() failed: %m", iface->dev_name);
+        return UCS_ERR_IO_ERROR;
+    }
+    if ((bind(fd, (struct sockaddr*)&ss, len) < 0) ||
+        (listen(fd, SOMAXCONN) < 0) ||
+        (getsockname(fd, (struct sockaddr*)&ss, &len) < 0)) {
+        ucs_error("hipower %s: cannot listen on %s: %m", iface->dev_name,
+                  netdev);
+        close(fd);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    if (ss.ss_family == AF_INET) {
+        hipower_hs_iface_addr_pack(&iface->cm.addr, HIPOWER_HS_AF_INET,
+                                   &sin->sin_addr, sin->sin_port,
+                                   iface->cm.addr.uuid);
+    } else {
+        hipower_hs_iface_addr_pack(&iface->cm.addr, HIPOWER_HS_AF_INET6,
+                                   &sin6->sin6_addr, sin6->sin6_port,
+                                   iface->cm.addr.uuid);
+    }
+    uct_hipower_cm_addr_str(&iface->cm.addr, iface->cm.addr_str,
+                            sizeof(iface->cm.addr_str));
+
+    status = ucs_async_set_event_handler(async->mode, fd, UCS_EVENT_SET_EVREAD,
+                                         uct_hipower_cm_listen_io, iface,
+                                         async);
+    if (status != UCS_OK) {
+        ucs_error("hipower %s: cannot watch the listener: %s",
+                  iface->dev_name, ucs_status_string(status));
+        close(fd);
+        return status;
+    }
+
+    iface->cm.listen_fd = fd;
+    ucs_debug("hipower %s: listening for connections on %s (%s)",
+              iface->dev_name, iface->cm.addr_str, netdev);
+    return UCS_OK;
+}
+
+static void uct_hipower_cm_close_fds(uct_hipower_iface_t *iface)
+{
+    if (iface->cm.epfd >= 0) {
+        close(iface->cm.epfd);
+        iface->cm.epfd = -1;
+    }
+    if (iface->cm.event_fd >= 0) {
+        close(iface->cm.event_fd);
+        iface->cm.event_fd = -1;
+    }
+}
+
+void uct_hipower_cm_construct(uct_hipower_iface_t *iface)
+{
+    iface->cm.enabled      = 0;
+    iface->cm.listen_fd    = -1;
+    iface->cm.event_fd     = -1;
+    iface->cm.epfd         = -1;
+    iface->cm.timer_id     = 0;
+    iface->cm.timeout      = 0;
+    iface->cm.max_conns    = 1;
+    iface->cm.num_ready    = 0;
+    iface->cm.num_active   = 0;
+    iface->cm.num_passive  = 0;
+    iface->cm.num_internal = 0;
+    iface->cm.last_warn    = 0;
+    iface->cm.refused      = 0;
+    memset(&iface->cm.addr, 0, sizeof(iface->cm.addr));
+    iface->cm.addr_str[0]  = '\0';
+    ucs_list_head_init(&iface->cm.conns);
+    ucs_list_head_init(&iface->cm.ready);
+    ucs_list_head_init(&iface->cm.waiting);
+    ucs_list_head_init(&iface->cm.doomed);
+    ucs_conn_match_init(&iface->cm.match, sizeof(uint64_t),
+                        UCS_CONN_MATCH_SN_MAX, &uct_hipower_cm_match_ops);
+}
+
+ucs_status_t uct_hipower_cm_open(uct_hipower_iface_t *iface,
+                                 const char *netdev, ucs_time_t timeout,
+                                 unsigned max_conns)
+{
+    struct epoll_event event;
+    ucs_status_t status;
+    uint64_t uuid;
+
+    iface->cm.timeout   = timeout;
+    iface->cm.max_conns = ucs_max(max_conns, 1);
+
+    /* Tells this opening from any other, here or elsewhere, and the
+     * crossed-connect winner: never 0 */
+    do {
+        uuid = ucs_generate_uuid((uintptr_t)iface);
+    } while (uuid == 0);
+    iface->cm.addr.uuid = uuid;
+
+    iface->cm.event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (iface->cm.event_fd < 0) {
+        ucs_error("hipower %s: eventfd() failed: %m", iface->dev_name);
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
+
+    if (iface->event.channel != NULL) {
+        /* The interface's event fd: the completion channel's and ours */
+        iface->cm.epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (iface->cm.epfd < 0) {
+            ucs_error("hipower %s: epoll_create1() failed: %m",
+                      iface->dev_name);
+            status = UCS_ERR_IO_ERROR;
+            goto err;
+        }
+        memset(&event, 0, sizeof(event));
+        event.events = EPOLLIN;
+        event.data.fd = iface->event.channel->fd;
+        if (epoll_ctl(iface->cm.epfd, EPOLL_CTL_ADD, event.data.fd,
+                      &event) < 0) {
+            goto err_epoll;
+        }
+        event.data.fd = iface->cm.event_fd;
+        if (epoll_ctl(iface->cm.epfd, EPOLL_CTL_ADD, event.data.fd,
+                      &event) < 0) {
+            goto err_epoll;
+        }
+    }
+
+    status = uct_hipower_cm_listen(iface, netdev);
+    if (status != UCS_OK) {
+        goto err;
+    }
+
+    iface->cm.enabled = 1;
+    return UCS_OK;
+
+err_epoll:
+    ucs_error("hipower %s: epoll_ctl() failed: %m", iface->dev_name);
+    status = UCS_ERR_IO_ERROR;
+err:
+    uct_hipower_cm_close_fds(iface);
+    return status;
+}
+
+void uct_hipower_cm_cleanup(uct_hipower_iface_t *iface)
+{
+    ucs_async_context_t *async = iface->super.worker->async;
+    uct_hipower_cm_conn_t *conn, *tmp_conn;
+    uct_hipower_ep_t *ep, *tmp_ep;
+
+    if (iface->cm.listen_fd >= 0) {
+        ucs_async_remove_handler(iface->cm.listen_fd, 1);
+        close(iface->cm.listen_fd);
+        iface->cm.listen_fd = -1;
+    }
+    if (iface->cm.timer_id != 0) {
+        ucs_async_remove_handler(iface->cm.timer_id, 1);
+        iface->cm.timer_id = 0;
+    }
+
+    UCS_ASYNC_BLOCK(async);
+    /* Endpoints made for peers: nobody else destroys them */
+    ucs_list_for_each_safe(ep, tmp_ep, &iface->ep_list, list) {
+        if (ep->cm.internal) {
+            UCS_CLASS_DELETE_FUNC_NAME(uct_hipower_ep_t)(&ep->super.super);
+        }
+    }
+    /* The user's endpoints still open stay as they are: none connects */
+    while (!ucs_list_is_empty(&iface->cm.waiting)) {
+        ep = ucs_list_extract_head(&iface->cm.waiting, uct_hipower_ep_t,
+                                   cm.list);
+        ep->cm.listed = UCT_HIPOWER_CM_LISTED_NONE;
+    }
+    iface->cm.enabled = 0;
+    ucs_list_for_each_safe(conn, tmp_conn, &iface->cm.conns, list) {
+        uct_hipower_cm_conn_free(conn);
+    }
+    UCS_ASYNC_UNBLOCK(async);
+
+    ucs_conn_match_cleanup(&iface->cm.match);
+    uct_hipower_cm_close_fds(iface);
+}
+
+ucs_status_t uct_hipower_cm_iface_addr_valid(uct_hipower_iface_t *iface,
+                                             const uct_iface_addr_t *addr,
+                                             size_t length)
+{
+    const char *why;
+
+    if (addr == NULL) {
+        return UCS_ERR_INVALID_ADDR;
+    }
+    why = hipower_hs_iface_addr_check((const hipower_hs_iface_addr_t*)addr,
+                                      length);
+    if (why != NULL) {
+        ucs_debug("hipower %s: peer interface address refused: %s",
+                  iface->dev_name, why);
+        return UCS_ERR_INVALID_ADDR;
+    }
+    return UCS_OK;
+}
+
+ucs_status_t uct_hipower_ep_create(const uct_ep_params_t *params,
+                                   uct_ep_h *ep_p)
+{
+    uct_hipower_iface_t *iface = ucs_derived_of(params->iface,
+                                                uct_hipower_iface_t);
+    ucs_async_context_t *async = iface->super.worker->async;
+    const hipower_hs_iface_addr_t *peer;
+    ucs_conn_match_elem_t *elem;
+    uct_hipower_ep_t *ep;
+    ucs_status_t status;
+    ucs_conn_sn_t sn;
+    size_t length = 0;
+    uct_ep_h tl_ep;
+
+    if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) ||
+        !iface->cm.enabled) {
+        return UCS_CLASS_NEW_FUNC_NAME(uct_hipower_ep_t)(params, ep_p);
+    }
+
+#if HIPOWER_UCX_IFACE_OPS_V2
+    if (params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR_LENGTH) {
+        length = params->iface_addr_length;
+    }
+#endif
+    peer = (const hipower_hs_iface_addr_t*)params->iface_addr;
+    if (uct_hipower_cm_iface_addr_valid(iface, params->iface_addr,
+                                        length) != UCS_OK) {
+        ucs_error("hipower %s: cannot connect to that interface address: "
+                  "not one of this hipower version with "
+                  "UCX_HIPOWER_CONNECT_TO_IFACE on", iface->dev_name);
+        return UCS_ERR_UNREACHABLE;
+    }
+
+    UCS_ASYNC_BLOCK(async);
+    sn = ucs_conn_match_get_next_sn(&iface->cm.match, &peer->uuid);
+    if (peer->uuid != iface->cm.addr.uuid) {
+        elem = ucs_conn_match_get_elem(&iface->cm.match, &peer->uuid, sn,
+                                       UCS_CONN_MATCH_QUEUE_UNEXP, 1);
+        if (elem != NULL) {
+            /* The peer connected it already: it is the user's now */
+            ep              = ucs_container_of(elem, uct_hipower_ep_t,
+                                               cm.elem);
+            ep->cm.matched  = 0;
+            ep->cm.internal = 0;
+            ep->cm.peer     = *peer;
+            --iface->cm.num_internal;
+            uct_hipower_cm_match_add(ep, UCS_CONN_MATCH_QUEUE_EXP);
+            ucs_debug(UCT_HIPOWER_EP_FMT ": taken by the user (endpoint %"
+                      PRIu64 " to interface %016" PRIx64 ")",
+                      UCT_HIPOWER_EP_ARG(ep), sn, peer->uuid);
+            *ep_p = &ep->super.super;
+            UCS_ASYNC_UNBLOCK(async);
+            return UCS_OK;
+        }
+    }
+
+    status = UCS_CLASS_NEW_FUNC_NAME(uct_hipower_ep_t)(params, &tl_ep);
+    if (status == UCS_OK) {
+        ep               = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+        ep->cm.state     = UCT_HIPOWER_CM_IDLE;
+        ep->cm.peer      = *peer;
+        ep->cm.peer_uuid = peer->uuid;
+        ep->cm.conn_sn   = sn;
+        uct_hipower_cm_match_add(ep, UCS_CONN_MATCH_QUEUE_EXP);
+        *ep_p            = tl_ep;
+    }
+    UCS_ASYNC_UNBLOCK(async);
+    return status;
+}
