@@ -26,5 +26,6 @@ Suite *hipower_active_suite(void);
 Suite *hipower_grant_suite(void);
 Suite *hipower_switch_suite(void);
 Suite *hipower_bundle_suite(void);
+Suite *hipower_handshake_suite(void);
 
 #endif
