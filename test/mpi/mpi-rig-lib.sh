@@ -3,8 +3,9 @@
 #
 # Runs each MPI program of test/mpi with MPI_RANKS ranks (default 4) spread
 # over the rig's devices (test/mpi/mpi-rank-env), the hipower plugin
-# preloaded in every rank and UCX limited to hipower (ud_verbs only as the
-# wireup auxiliary, no shared memory, no rc_verbs), then proves from each
+# preloaded in every rank and UCX limited to hipower alone (UCX_TLS=
+# hipower,self: no auxiliary transport, hipower's own handshake connects,
+# no shared memory, no rc_verbs), then proves from each
 # rank's output that hipower carried its traffic:
 #   - a "hipower-stats <dev>:" line (UCX_HIPOWER_STATS=y) from every rank,
 #     on the rank's own device, with tx_msgs > 0 and rx_msgs > 0;
@@ -14,8 +15,8 @@
 #   - mpi_onesided: if the stats line has put_ops=/get_ops=, their totals
 #     over the ranks are > 0.
 #
-# For debugging only: HIPOWER_MPI_TLS overrides UCX_TLS (e.g.
-# rc_verbs,ud_verbs:aux,self); without hipower in it the hipower checks
+# HIPOWER_MPI_TLS overrides UCX_TLS (e.g. rc_verbs,ud_verbs:aux,self, to
+# debug the test itself); without hipower in it the hipower checks
 # are skipped and only the programs' own verification counts.
 # HIPOWER_MPI_TIMEOUT (default 300) bounds each launch, HIPOWER_MPI_PROGS
 # selects programs, HIPOWER_MPI_LOGS is where the logs go,
@@ -30,7 +31,7 @@ MPI_PROGS=${HIPOWER_MPI_PROGS:-mpi_pingpong mpi_alltoall mpi_collectives mpi_one
 MPI_INTERCOMM_ARGS=${HIPOWER_MPI_INTERCOMM_ARGS:-30 100000 50}
 MPI_DIR=$HIPOWER_SRC/test/mpi
 
-export UCX_TLS=${HIPOWER_MPI_TLS:-hipower,ud_verbs:aux,self}
+export UCX_TLS=${HIPOWER_MPI_TLS:-hipower,self}
 export UCX_HIPOWER_STATS=y
 export UCX_LOG_LEVEL=${UCX_LOG_LEVEL:-info}
 export HIPOWER_MPI_DEVICES="${RIG_DEVICES[*]:0:2}"

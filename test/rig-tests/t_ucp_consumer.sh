@@ -1,6 +1,6 @@
 #!/bin/bash
-# UCP as an application uses it, over hipower alone (UCX_TLS=hipower,
-# ud_verbs:aux,self: ud_verbs only for wireup): test/ucp/ucp_consumer moves
+# UCP as an application uses it, over hipower alone (UCX_TLS=hipower,self:
+# no auxiliary transport, hipower's handshake connects): test/ucp/ucp_consumer moves
 # checksummed data both ways with tag messages (1 B..8 MB blocking, 64 in
 # flight out of order, a burst of 256 unexpected ones of which the last is
 # received first), stream, active messages (eager and rendezvous) and RMA

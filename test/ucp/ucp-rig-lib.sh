@@ -1,14 +1,15 @@
 # Helpers for the UCP consumer rig tests (test/rig-tests/t_ucp_*.sh), sourced
 # after test/rig-tests/lib.sh. The server runs on the first rig device, the
 # client on the second, both in this guest, talking over UCP with
-#   UCX_TLS=${HIPOWER_UCP_TLS:-hipower,ud_verbs:aux,self}
+#   UCX_TLS=${HIPOWER_UCP_TLS:-hipower,self}
+# (hipower alone: no auxiliary transport, its own handshake connects it)
 # (HIPOWER_UCP_TLS=rc_verbs,ud_verbs:aux,self runs the same test over UCX's
 # own RC transport: what proves the test itself right;
 # HIPOWER_UCP_SERVER_DEV/HIPOWER_UCP_CLIENT_DEV override the devices).
 
 [ ${#RIG_DEVICES[@]} -ge 2 ] || skip "needs two verbs devices"
 
-export UCX_TLS=${HIPOWER_UCP_TLS:-hipower,ud_verbs:aux,self}
+export UCX_TLS=${HIPOWER_UCP_TLS:-hipower,self}
 UCP_TL=${UCX_TLS%%,*}
 SERVER_DEV=${HIPOWER_UCP_SERVER_DEV:-${RIG_DEVICES[0]}:1}
 CLIENT_DEV=${HIPOWER_UCP_CLIENT_DEV:-${RIG_DEVICES[1]}:1}

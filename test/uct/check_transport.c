@@ -881,6 +881,7 @@ int main(void)
     add_transport_tests(suite);
     add_conformance_tests(suite);
     add_bundle_tests(suite);
+    add_connect_tests(suite);
     add_port_down_test(suite);
     /* Only when asked for (t_uct_many_peers.sh): hundreds of endpoints */
     if (getenv("HIPOWER_TEST_PEERS") != NULL) {

@@ -34,6 +34,11 @@ double  hold_probability;
 /* UCX_HIPOWER_HOLD_SLOTS of the interfaces: most tests check that kept
  * descriptors stay intact, so they let handlers keep them */
 const char *hold_slots = "y";
+/* UCX_HIPOWER_CONNECT_TO_IFACE and its settings for the next open_side():
+ * NULL leaves the environment's (check_connect.c sets them) */
+const char *cm_connect_to_iface;
+const char *cm_timeout;
+const char *cm_max_conns;
 uint64_t desc_offered;       /* Messages offered with FLAG_DESC */
 int     errors;
 uint64_t received, rx_bytes;
@@ -218,6 +223,28 @@ void open_side(side_t *side, const char *dev)
     if (!strcmp(fixture_tl(), "hipower")) {
         ck_assert_int_eq(fixture_config_modify(iface_config, "HOLD_SLOTS",
                                                hold_slots), UCS_OK);
+        if (cm_connect_to_iface != NULL) {
+            /* The rig's netdevs behind the GIDs, or what HIPOWER_TEST_CM_NETDEV
+             * names (the simulator's devices have none: "lo") */
+            ck_assert_int_eq(fixture_config_modify(iface_config,
+                                                   "CONNECT_TO_IFACE",
+                                                   cm_connect_to_iface),
+                             UCS_OK);
+            ck_assert_int_eq(fixture_config_modify(iface_config, "CM_NETDEV",
+                                                   getenv("HIPOWER_TEST_CM_NETDEV") ?
+                                                   getenv("HIPOWER_TEST_CM_NETDEV") :
+                                                   "auto"), UCS_OK);
+        }
+        if (cm_timeout != NULL) {
+            ck_assert_int_eq(fixture_config_modify(iface_config,
+                                                   "CONNECT_TIMEOUT",
+                                                   cm_timeout), UCS_OK);
+        }
+        if (cm_max_conns != NULL) {
+            ck_assert_int_eq(fixture_config_modify(iface_config,
+                                                   "CM_MAX_CONNS",
+                                                   cm_max_conns), UCS_OK);
+        }
     }
     memset(&params, 0, sizeof(params));
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE   |

@@ -101,6 +101,11 @@ extern double         hold_probability;
 /* UCX_HIPOWER_HOLD_SLOTS of the interfaces: most tests check that kept
  * descriptors stay intact, so they let handlers keep them */
 extern const char     *hold_slots;
+/* check_connect.c: the handshake's settings for open_side(), NULL: the
+ * environment's */
+extern const char     *cm_connect_to_iface;
+extern const char     *cm_timeout;
+extern const char     *cm_max_conns;
 extern uint64_t       desc_offered;   /* Messages offered with FLAG_DESC */
 extern int            errors;
 extern uint64_t       received, rx_bytes;
@@ -196,5 +201,6 @@ void add_conformance_tests(Suite *suite);
 void add_bundle_tests(Suite *suite);
 void add_port_down_test(Suite *suite);
 void add_many_peers_test(Suite *suite);
+void add_connect_tests(Suite *suite);
 
 #endif

@@ -265,6 +265,10 @@ static void uct_hipower_cm_conn_free(uct_hipower_cm_conn_t *conn)
         --iface->cm.num_active;
     } else {
         --iface->cm.num_passive;
+        if (iface->cm.listen_paused && (iface->cm.listen_fd >= 0)) {
+            iface->cm.listen_paused = 0;
+            ucs_async_modify_handler(iface->cm.listen_fd, UCS_EVENT_SET_EVREAD);
+        }
     }
     ucs_free(conn);
     if (iface->cm.enabled && !ucs_list_is_empty(&iface->cm.waiting)) {
@@ -401,6 +405,7 @@ static ucs_status_t uct_hipower_cm_connect(uct_hipower_ep_t *ep)
     conn->ep    = ep;
     conn->state = UCT_HIPOWER_CONN_CONNECTING;
     ep->cm.conn = conn;
+    iface->stats.cm_requests++;
     uct_hipower_cm_addr_str(&ep->cm.peer, conn->peer_str,
                             sizeof(conn->peer_str));
     uct_hipower_cm_pack_addresses(ep, &conn->out, HIPOWER_HS_REQ,
@@ -490,6 +495,8 @@ void uct_hipower_cm_ep_cleanup(uct_hipower_ep_t *ep)
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     ucs_async_context_t *async = iface->super.worker->async;
 
+    /* What its destruction finds (its peer closed, say) dooms it no more */
+    ep->cm.destroying = 1;
     if (((ep->cm.state == UCT_HIPOWER_CM_NONE) && !ep->cm.internal) ||
         !iface->cm.enabled) {
         /* Not connected by us, or the interface is closing: its
@@ -521,9 +528,11 @@ int uct_hipower_cm_ep_gone(uct_hipower_ep_t *ep)
         return 0;
     }
 
-    if (ep->cm.listed == UCT_HIPOWER_CM_LISTED_NONE) {
+    if ((ep->cm.listed == UCT_HIPOWER_CM_LISTED_NONE) && !ep->cm.destroying) {
         ep->cm.listed = UCT_HIPOWER_CM_LISTED_DOOMED;
         ucs_list_add_tail(&iface->cm.doomed, &ep->cm.list);
+        /* No user's endpoint may take it over now */
+        uct_hipower_cm_match_del(ep);
     }
     return 1;
 }
@@ -536,6 +545,7 @@ static void uct_hipower_cm_ep_fail(uct_hipower_ep_t *ep, ucs_status_t status)
         uct_hipower_cm_conn_free(ep->cm.conn);
     }
     ep->cm.state = UCT_HIPOWER_CM_FAILED;
+    uct_hipower_ep_iface(ep)->stats.cm_failed++;
     /* Internal ones are doomed there, not reported */
     uct_hipower_ep_set_failed(ep, status);
 }
@@ -575,13 +585,13 @@ static void uct_hipower_cm_refuse(uct_hipower_cm_conn_t *conn,
     uct_hipower_iface_t *iface = conn->iface;
     ucs_time_t now             = ucs_get_time();
 
-    ++iface->cm.refused;
+    iface->stats.cm_refused++;
     if ((iface->cm.last_warn == 0) ||
         (now - iface->cm.last_warn >
          ucs_time_from_sec(UCT_HIPOWER_CM_WARN_INTERVAL_SEC))) {
         ucs_warn("hipower %s: refused a connection request from %s: %s "
                  "(%u refused so far)", iface->dev_name, conn->peer_str, why,
-                 iface->cm.refused);
+                 (unsigned)iface->stats.cm_refused);
         iface->cm.last_warn = now;
     }
     if (reason != HIPOWER_HS_REASON_NONE) {
@@ -630,6 +640,7 @@ static ucs_status_t uct_hipower_cm_ep_internal(uct_hipower_iface_t *iface,
     ep->cm.peer_uuid = req->src_uuid;
     ep->cm.conn_sn   = req->conn_sn;
     ++iface->cm.num_internal;
+    iface->stats.cm_internal++;
     if (req->src_uuid != iface->cm.addr.uuid) {
         /* The user's endpoint to that peer, when made, takes this one */
         uct_hipower_cm_match_add(ep, UCS_CONN_MATCH_QUEUE_UNEXP);
@@ -663,9 +674,11 @@ static void uct_hipower_cm_passive(uct_hipower_cm_conn_t *conn)
                                sizeof(uct_hipower_device_addr_t),
                                sizeof(uct_hipower_ep_addr_t));
     if (why != NULL) {
+        /* Not hipower at all: closed without a word. Else told why. */
         uct_hipower_cm_refuse(conn, why,
-                              ((req->magic == HIPOWER_HS_MAGIC) &&
-                               (req->dst_uuid != iface->cm.addr.uuid)) ?
+                              (req->magic != HIPOWER_HS_MAGIC) ?
+                              HIPOWER_HS_REASON_NONE :
+                              (req->dst_uuid != iface->cm.addr.uuid) ?
                               HIPOWER_HS_REASON_WRONG_IFACE :
                               HIPOWER_HS_REASON_BAD_REQUEST);
         goto out;
@@ -699,11 +712,18 @@ static void uct_hipower_cm_passive(uct_hipower_cm_conn_t *conn)
                   req->conn_sn);
         uct_hipower_cm_reject(conn, req->src_uuid, req->conn_sn,
                               HIPOWER_HS_REASON_CROSSED);
+        iface->stats.cm_crossed++;
         goto out;
     case HIPOWER_HS_REJECT_DUPLICATE:
     default:
-        uct_hipower_cm_refuse(conn, "that endpoint pair is connected already",
+        /* The tail of a crossed connect (the peer's REQ was under way when
+         * ours got its REP), or a replay: no warning either way */
+        ucs_debug("hipower %s: request from %s for endpoint %" PRIu64
+                  ", connected already", iface->dev_name, conn->peer_str,
+                  req->conn_sn);
+        uct_hipower_cm_reject(conn, req->src_uuid, req->conn_sn,
                               HIPOWER_HS_REASON_DUPLICATE);
+        iface->stats.cm_crossed++;
         goto out;
     }
 
@@ -733,6 +753,7 @@ static void uct_hipower_cm_passive(uct_hipower_cm_conn_t *conn)
         ep->cm.listed = UCT_HIPOWER_CM_LISTED_NONE;
     }
     ep->cm.state = UCT_HIPOWER_CM_CONNECTED;
+    iface->stats.cm_accepted++;
     uct_hipower_cm_pack_addresses(ep, &rep, HIPOWER_HS_REP, req->src_uuid,
                                   req->conn_sn);
     uct_hipower_cm_reply(conn, &rep);
@@ -910,6 +931,16 @@ static void uct_hipower_cm_listen_io(int fd, ucs_event_set_types_t events,
     int cfd;
 
     for (;;) {
+        if (iface->cm.num_passive >= iface->cm.max_conns) {
+            /* The rest wait in the kernel's backlog until one of ours is
+             * done (uct_hipower_cm_conn_free()): a flood of half-open
+             * handshakes holds max_conns sockets, each until its
+             * deadline, and refuses nobody */
+            ucs_async_modify_handler(fd, 0);
+            iface->cm.listen_paused = 1;
+            return;
+        }
+
         len = sizeof(ss);
         cfd = accept4(fd, (struct sockaddr*)&ss, &len,
                       SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -919,16 +950,6 @@ static void uct_hipower_cm_listen_io(int fd, ucs_event_set_types_t events,
                 ucs_diag("hipower %s: accept() failed: %m", iface->dev_name);
             }
             return;
-        }
-
-        if (iface->cm.num_passive >= iface->cm.max_conns) {
-            /* The peer sees the connection close and fails its attempt:
-             * a flood of half-open handshakes costs nothing more */
-            ++iface->cm.refused;
-            ucs_debug("hipower %s: %u handshakes being read, closing a new "
-                      "one", iface->dev_name, iface->cm.num_passive);
-            close(cfd);
-            continue;
         }
 
         conn = uct_hipower_cm_conn_new(iface, cfd, 0);
@@ -1097,7 +1118,7 @@ void uct_hipower_cm_construct(uct_hipower_iface_t *iface)
     iface->cm.num_passive  = 0;
     iface->cm.num_internal = 0;
     iface->cm.last_warn    = 0;
-    iface->cm.refused      = 0;
+    iface->cm.listen_paused = 0;
     memset(&iface->cm.addr, 0, sizeof(iface->cm.addr));
     iface->cm.addr_str[0]  = '\0';
     ucs_list_head_init(&iface->cm.conns);
@@ -1276,6 +1297,7 @@ ucs_status_t uct_hipower_ep_create(const uct_ep_params_t *params,
             ep->cm.internal = 0;
             ep->cm.peer     = *peer;
             --iface->cm.num_internal;
+            iface->stats.cm_adopted++;
             uct_hipower_cm_match_add(ep, UCS_CONN_MATCH_QUEUE_EXP);
             ucs_debug(UCT_HIPOWER_EP_FMT ": taken by the user (endpoint %"
                       PRIu64 " to interface %016" PRIx64 ")",

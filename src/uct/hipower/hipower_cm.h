@@ -60,6 +60,7 @@ typedef struct uct_hipower_ep_cm {
     uint8_t                      matched;    /* In the matching, queue: */
     uint8_t                      queue;      /* ucs_conn_match_queue_type_t */
     uint8_t                      listed;     /* In cm.waiting or cm.doomed */
+    uint8_t                      destroying; /* In uct_ep_destroy() */
     uct_hipower_cm_conn_t        *conn;      /* Its handshake, if any */
     ucs_list_link_t              list;       /* Waiting to connect, or doomed */
 } uct_hipower_ep_cm_t;
@@ -79,13 +80,13 @@ typedef struct uct_hipower_cm {
     unsigned                     num_active; /* Our REQs out */
     unsigned                     num_passive; /* Peers' REQs being read */
     unsigned                     max_conns;  /* Of each, at a time */
+    int                          listen_paused; /* max_conns being read */
     ucs_list_link_t              waiting;    /* Endpoints queued to connect */
     ucs_list_link_t              doomed;     /* Internal eps to destroy */
     unsigned                     num_internal;
     int                          timer_id;   /* Deadlines; 0: not running */
     ucs_time_t                   timeout;    /* UCX_HIPOWER_CONNECT_TIMEOUT */
     ucs_time_t                   last_warn;  /* Refused-request log limit */
-    unsigned                     refused;    /* Refused requests, in all */
 } uct_hipower_cm_t;
 
 struct uct_hipower_iface;

@@ -110,7 +110,7 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      ucs_offsetof(uct_hipower_iface_config_t, grant_timeout),
      UCS_CONFIG_TYPE_TIME_UNITS},
 
-    {"CONNECT_TO_IFACE", "n",
+    {"CONNECT_TO_IFACE", "try",
      "Let endpoints connect to a peer's interface address (UCX's\n"
      "CONNECT_TO_IFACE): the interface listens on a TCP port of the network\n"
      "interface CM_NETDEV names, an endpoint connects its queue pair through\n"
@@ -143,8 +143,8 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
     {"CM_MAX_CONNS", "64",
      "With CONNECT_TO_IFACE: handshakes of each direction under way at once\n"
      "per interface (each holds a socket for a round trip); endpoints used\n"
-     "beyond it queue, and requests beyond it are closed (the peer fails\n"
-     "that attempt). Bounds file descriptors when thousands connect at once.",
+     "beyond it queue, and requests beyond it wait in the kernel's listen\n"
+     "backlog. Bounds file descriptors when thousands connect at once.",
      ucs_offsetof(uct_hipower_iface_config_t, cm_max_conns),
      UCS_CONFIG_TYPE_UINT},
 

@@ -85,6 +85,14 @@
     _f(waiter_tries)     /* Tries to serve the first of them that found \
                             no run: after slots came back, else once per \
                             64 progress calls */ \
+    _f(cm_requests)      /* Connection requests sent (CONNECT_TO_IFACE) */ \
+    _f(cm_accepted)      /* Peers' requests that connected an endpoint */ \
+    _f(cm_internal)      /* ... that made one of our own for the peer */ \
+    _f(cm_adopted)       /* ... and that the user took over later */ \
+    _f(cm_crossed)       /* Crossed requests answered CROSSED */ \
+    _f(cm_refused)       /* Requests refused (malformed, stale, \
+                            duplicate, no room, too many at once) */ \
+    _f(cm_failed)        /* Our handshakes that failed an endpoint */ \
     _f(peak_eps)         /* Most endpoints at once */ \
     _f(pool_bytes)       /* Receive slot arena: UCX_HIPOWER_MEM_BUDGET \
                             rounded to slots, pinned at open */ \

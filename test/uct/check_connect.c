@@ -1,0 +1,600 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ *
+ * Connecting to an interface (UCX_HIPOWER_CONNECT_TO_IFACE, issue 27,
+ * docs/protocol.md section 10), through UCT's API and the transport's own
+ * handshake code: endpoints made from a peer's interface address connect on
+ * first use and carry checksummed messages both ways; the peer's endpoints
+ * made later take over the ones its interface made for the requests;
+ * crossed connects end in one connection; an endpoint to its own
+ * interface works; a peer that is not there, or never answers, fails the
+ * endpoint (UNREACHABLE, ENDPOINT_TIMEOUT) through the error handler;
+ * malformed and stale requests from a raw socket are refused and cost the
+ * listener nothing; an endpoint destroyed mid-handshake leaves nothing
+ * behind; more endpoints than CM_MAX_CONNS queue and all connect.
+ *
+ * On the rig the listeners use the netdevs behind the GIDs; on the
+ * simulator (whose devices have none) HIPOWER_TEST_CM_NETDEV=lo.
+ */
+#include "fixture.h"
+
+#include <hipower_ep.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define CONNECT_WAIT_SEC  60.0
+
+
+static uct_hipower_iface_t *hiface(side_t *side)
+{
+    return ucs_derived_of(side->iface, uct_hipower_iface_t);
+}
+
+static uct_hipower_ep_t *hep(uct_ep_h ep)
+{
+    return ucs_derived_of(ep, uct_hipower_ep_t);
+}
+
+static ucs_status_t a_am_handler(void *arg, void *data, size_t length,
+                                 unsigned flags)
+{
+    return am_handler(arg, data, length, flags);
+}
+
+/* Both sides with the handshake listener, @a timeout and @a max_conns
+ * (NULL: defaults); A gets the same handlers as B */
+static void connect_setup(const char *timeout, const char *max_conns)
+{
+    uint8_t id;
+
+    cm_connect_to_iface = "y";
+    cm_timeout          = timeout;
+    cm_max_conns        = max_conns;
+    setup_pairs(0);
+    cm_connect_to_iface = NULL;
+    cm_timeout          = NULL;
+    cm_max_conns        = NULL;
+    for (id = 0; id < NUM_AM_IDS; ++id) {
+        ck_assert_int_eq(uct_iface_set_am_handler(side_a.iface, id,
+                                                  a_am_handler,
+                                                  (void*)(uintptr_t)id, 0),
+                         UCS_OK);
+    }
+    ck_assert_msg(side_a.attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE,
+                  "no CONNECT_TO_IFACE with UCX_HIPOWER_CONNECT_TO_IFACE=y");
+    ck_assert_msg(side_a.attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP,
+                  "CONNECT_TO_EP lost (UCP's client/server path needs it)");
+    ck_assert_uint_eq(side_a.attr.iface_addr_len,
+                      sizeof(hipower_hs_iface_addr_t));
+}
+
+static void iface_address(side_t *side, hipower_hs_iface_addr_t *addr)
+{
+    ck_assert_int_eq(uct_iface_get_address(side->iface,
+                                           (uct_iface_addr_t*)addr), UCS_OK);
+    ck_assert_ptr_null(hipower_hs_iface_addr_check(addr, sizeof(*addr)));
+}
+
+/* An endpoint of @a from to the interface at @a addr, as UCP makes it */
+static ucs_status_t ep_to_iface(side_t *from, side_t *to_dev,
+                                const hipower_hs_iface_addr_t *addr,
+                                uct_ep_h *ep_p)
+{
+    uct_ep_params_t params;
+
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
+                        UCT_EP_PARAM_FIELD_DEV_ADDR |
+                        UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    params.iface      = from->iface;
+    params.dev_addr   = to_dev->dev_addr;
+    params.iface_addr = (const uct_iface_addr_t*)addr;
+    return uct_ep_create(&params, ep_p);
+}
+
+/* Sends @a count messages on pair @a p, each retried until it goes (the
+ * first ones wait for the handshake), progressing both sides */
+static void send_retrying(int p, int count)
+{
+    double deadline = now_sec() + CONNECT_WAIT_SEC;
+    ucs_status_t status;
+    int i, layout;
+
+    for (i = 0; i < count; ++i) {
+        layout = i % 2;
+        do {
+            status = send_one(&pairs[p], p, i % NUM_AM_IDS,
+                              fit_length(random_length(layout), layout),
+                              layout);
+            if (status == UCS_ERR_NO_RESOURCE) {
+                progress(1, 1);
+            }
+            ck_assert_msg(now_sec() < deadline, "pair %d: message %d not "
+                          "sent within %.0f s (handshake stuck?)", p, i,
+                          CONNECT_WAIT_SEC);
+        } while (status == UCS_ERR_NO_RESOURCE);
+        ck_assert_int_eq(status, UCS_OK);
+    }
+}
+
+static void wait_received(uint64_t count)
+{
+    double deadline = now_sec() + CONNECT_WAIT_SEC;
+
+    while (received < count) {
+        progress(1, 1);
+        ck_assert_msg(now_sec() < deadline, "%lu of %lu messages received",
+                      (unsigned long)received, (unsigned long)count);
+    }
+    ck_assert_int_eq(errors, 0);
+}
+
+/* Until no handshake is under way on either side: the losing requests of
+ * crossed connects may still be in flight when the messages are through */
+static void wait_handshakes_done(void)
+{
+    double deadline = now_sec() + CONNECT_WAIT_SEC;
+
+    while (!ucs_list_is_empty(&hiface(&side_a)->cm.conns) ||
+           !ucs_list_is_empty(&hiface(&side_b)->cm.conns)) {
+        progress(1, 1);
+        ck_assert_msg(now_sec() < deadline, "handshakes still under way");
+    }
+}
+
+static void destroy_pairs(int first, int n)
+{
+    int i;
+
+    for (i = first; i < first + n; ++i) {
+        if (pairs[i].ep_a != NULL) {
+            uct_ep_destroy(pairs[i].ep_a);
+            pairs[i].ep_a = NULL;
+        }
+    }
+}
+
+static void connect_teardown(void)
+{
+    num_pairs = 0;
+    release_held(0);
+    close_side(&side_a);
+    close_side(&side_b);
+}
+
+/*
+ * A's endpoints, made from B's interface address, connect when first used;
+ * B's interface makes an endpoint for each request; B's own endpoints to A,
+ * made later, are those, already connected (no handshake of their own),
+ * and carry messages back.
+ */
+START_TEST(test_connect_first_use)
+{
+    const int n = 4, msgs = 40;
+    hipower_hs_iface_addr_t addr_a, addr_b;
+    uct_hipower_iface_t *ia, *ib;
+    int i;
+
+    connect_setup(NULL, NULL);
+    ia = hiface(&side_a);
+    ib = hiface(&side_b);
+    iface_address(&side_a, &addr_a);
+    iface_address(&side_b, &addr_b);
+    ck_assert_uint_ne(addr_a.uuid, addr_b.uuid);
+
+    for (i = 0; i < n; ++i) {
+        ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &addr_b,
+                                     &pairs[i].ep_a), UCS_OK);
+        ck_assert_int_eq(hep(pairs[i].ep_a)->cm.state, UCT_HIPOWER_CM_IDLE);
+    }
+    num_pairs = 2 * n;
+    /* Creating costs nothing: no request yet, nothing at B */
+    progress(1, 1);
+    ck_assert_uint_eq(ia->stats.cm_requests, 0);
+    ck_assert_uint_eq(ib->num_eps, 0);
+
+    for (i = 0; i < n; ++i) {
+        send_retrying(i, msgs);
+    }
+    wait_received(n * msgs);
+    ck_assert_uint_eq(ia->stats.cm_requests, n);
+    ck_assert_uint_eq(ib->stats.cm_accepted, n);
+    ck_assert_uint_eq(ib->stats.cm_internal, n);
+    ck_assert_uint_eq(ib->cm.num_internal, n);
+    ck_assert_uint_eq(ia->stats.cm_failed + ib->stats.cm_refused, 0);
+
+    /* B's endpoints to A, in the same order: the internal ones */
+    for (i = 0; i < n; ++i) {
+        ck_assert_int_eq(ep_to_iface(&side_b, &side_a, &addr_a,
+                                     &pairs[n + i].ep_a), UCS_OK);
+        ck_assert_int_eq(hep(pairs[n + i].ep_a)->cm.state,
+                         UCT_HIPOWER_CM_CONNECTED);
+        ck_assert_uint_eq(hep(pairs[n + i].ep_a)->peer.qp_num,
+                          hep(pairs[i].ep_a)->txqp.qp->qp_num);
+    }
+    ck_assert_uint_eq(ib->stats.cm_adopted, n);
+    ck_assert_uint_eq(ib->cm.num_internal, 0);
+    ck_assert_uint_eq(ib->num_eps, n);
+    for (i = 0; i < n; ++i) {
+        send_retrying(n + i, msgs);
+    }
+    wait_received(2 * n * msgs);
+    /* No handshake of their own */
+    ck_assert_uint_eq(ib->stats.cm_requests, 0);
+    ck_assert_uint_eq(ia->stats.cm_accepted, 0);
+
+    destroy_pairs(0, 2 * n);
+    connect_teardown();
+}
+END_TEST
+
+/*
+ * Both sides send first, at once, on each of @a n pairs of endpoints: one
+ * connection per pair, the same one seen from both sides, nothing
+ * internal left over.
+ */
+START_TEST(test_connect_crossed)
+{
+    const int n = 8, msgs = 20;
+    hipower_hs_iface_addr_t addr_a, addr_b;
+    uct_hipower_iface_t *ia, *ib;
+    ucs_status_t status;
+    int i;
+
+    connect_setup(NULL, NULL);
+    ia = hiface(&side_a);
+    ib = hiface(&side_b);
+    iface_address(&side_a, &addr_a);
+    iface_address(&side_b, &addr_b);
+    for (i = 0; i < n; ++i) {
+        ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &addr_b,
+                                     &pairs[i].ep_a), UCS_OK);
+        ck_assert_int_eq(ep_to_iface(&side_b, &side_a, &addr_a,
+                                     &pairs[n + i].ep_a), UCS_OK);
+    }
+    num_pairs = 2 * n;
+    /* Every endpoint's first send before any progress: all REQs out */
+    for (i = 0; i < 2 * n; ++i) {
+        status = send_one(&pairs[i], i, 0, MSG_HDR_SIZE, 0);
+        ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
+    }
+    for (i = 0; i < 2 * n; ++i) {
+        send_retrying(i, msgs);
+    }
+    wait_received(2 * n * msgs);
+    wait_handshakes_done();
+
+    for (i = 0; i < n; ++i) {
+        ck_assert_int_eq(hep(pairs[i].ep_a)->cm.state,
+                         UCT_HIPOWER_CM_CONNECTED);
+        ck_assert_uint_eq(hep(pairs[i].ep_a)->peer.qp_num,
+                          hep(pairs[n + i].ep_a)->txqp.qp->qp_num);
+        ck_assert_uint_eq(hep(pairs[n + i].ep_a)->peer.qp_num,
+                          hep(pairs[i].ep_a)->txqp.qp->qp_num);
+    }
+    ck_assert_uint_eq(ia->cm.num_internal + ib->cm.num_internal, 0);
+    ck_assert_uint_eq(ia->num_eps, n);
+    ck_assert_uint_eq(ib->num_eps, n);
+    ck_assert_uint_eq(ia->stats.cm_requests + ib->stats.cm_requests, 2 * n);
+    /* Each crossed pair: one REQ taken, the other answered CROSSED (or
+     * DUPLICATE, when it came after the first's REP) */
+    ck_assert_uint_eq(ia->stats.cm_accepted + ib->stats.cm_accepted, n);
+    ck_assert_uint_eq(ia->stats.cm_crossed + ib->stats.cm_crossed, n);
+    ck_assert_uint_eq(ia->stats.cm_failed + ib->stats.cm_failed, 0);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+
+    destroy_pairs(0, 2 * n);
+    connect_teardown();
+}
+END_TEST
+
+/* An endpoint to its own interface: its REQ gets an internal endpoint,
+ * never the endpoint that sent it */
+START_TEST(test_connect_self)
+{
+    hipower_hs_iface_addr_t addr_a;
+    uct_hipower_iface_t *ia;
+
+    connect_setup(NULL, NULL);
+    ia = hiface(&side_a);
+    iface_address(&side_a, &addr_a);
+    ck_assert_int_eq(ep_to_iface(&side_a, &side_a, &addr_a, &pairs[0].ep_a),
+                     UCS_OK);
+    num_pairs = 1;
+    send_retrying(0, 30);
+    wait_received(30);
+    ck_assert_uint_eq(ia->stats.cm_internal, 1);
+    ck_assert_uint_eq(ia->num_eps, 2);
+    destroy_pairs(0, 1);
+    /* Its peer closed: the internal endpoint goes, from progress */
+    progress(1, 1);
+    connect_teardown();
+}
+END_TEST
+
+/* Waits for A's error handler, progressing A */
+static void wait_error_a(unsigned before, double limit)
+{
+    double deadline = now_sec() + limit;
+
+    while (ep_errors_a == before) {
+        progress(1, 0);
+        ck_assert_msg(now_sec() < deadline, "no error reported within %.0f "
+                      "s", limit);
+    }
+}
+
+/* A listener that is not there: UNREACHABLE at once; one that accepts and
+ * never answers: ENDPOINT_TIMEOUT at CONNECT_TIMEOUT. Each through the
+ * error handler, once, and the endpoint can then be destroyed. */
+START_TEST(test_connect_unreachable_and_silent)
+{
+    struct sockaddr_in sin;
+    hipower_hs_iface_addr_t addr_b, bad;
+    socklen_t len = sizeof(sin);
+    double start, took;
+    int lfd;
+
+    connect_setup("1s", NULL);
+    iface_address(&side_b, &addr_b);
+
+    /* A port nobody listens on: one we bound and closed */
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(lfd, 0);
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    memcpy(&sin.sin_addr, addr_b.ip, 4);
+    ck_assert_int_eq(bind(lfd, (struct sockaddr*)&sin, sizeof(sin)), 0);
+    ck_assert_int_eq(getsockname(lfd, (struct sockaddr*)&sin, &len), 0);
+    close(lfd);
+    bad      = addr_b;
+    bad.port = sin.sin_port;
+    ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &bad, &pairs[0].ep_a),
+                     UCS_OK);
+    num_pairs = 1;
+    ck_assert_int_eq(send_one(&pairs[0], 0, 0, MSG_HDR_SIZE, 0), UCS_ERR_NO_RESOURCE);
+    wait_error_a(0, 10);
+    ck_assert_int_eq(ep_error_status, UCS_ERR_UNREACHABLE);
+    uct_ep_destroy(pairs[0].ep_a);
+    pairs[0].ep_a = NULL;
+
+    /* A listener that never answers */
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(lfd, 0);
+    sin.sin_port = 0;
+    ck_assert_int_eq(bind(lfd, (struct sockaddr*)&sin, sizeof(sin)), 0);
+    ck_assert_int_eq(listen(lfd, 4), 0);
+    len = sizeof(sin);
+    ck_assert_int_eq(getsockname(lfd, (struct sockaddr*)&sin, &len), 0);
+    bad.port = sin.sin_port;
+    ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &bad, &pairs[0].ep_a),
+                     UCS_OK);
+    start = now_sec();
+    ck_assert_int_eq(send_one(&pairs[0], 0, 0, MSG_HDR_SIZE, 0), UCS_ERR_NO_RESOURCE);
+    wait_error_a(1, 30);
+    took = now_sec() - start;
+    ck_assert_int_eq(ep_error_status, UCS_ERR_ENDPOINT_TIMEOUT);
+    ck_assert_msg((took > 0.8) && (took < 10), "timed out after %.1f s, "
+                  "CONNECT_TIMEOUT is 1 s", took);
+    ck_assert_uint_eq(ep_errors_a, 2);
+    uct_ep_destroy(pairs[0].ep_a);
+    pairs[0].ep_a = NULL;
+    close(lfd);
+    connect_teardown();
+}
+END_TEST
+
+/* A raw TCP client of B's listener: sends @a len bytes of @a msg, then
+ * reads the answer (up to 128 bytes) or EOF; returns the bytes read */
+static ssize_t raw_request(const hipower_hs_iface_addr_t *addr,
+                           const void *msg, size_t len, hipower_hs_msg_t *ans)
+{
+    struct sockaddr_in sin;
+    double deadline = now_sec() + CONNECT_WAIT_SEC;
+    ssize_t got = 0, ret;
+    int fd;
+
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ck_assert_int_ge(fd, 0);
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_port   = addr->port;
+    memcpy(&sin.sin_addr, addr->ip, 4);
+    ret = connect(fd, (struct sockaddr*)&sin, sizeof(sin));
+    ck_assert(((ret == 0) || (errno == EINPROGRESS)));
+    while (send(fd, msg, len, MSG_NOSIGNAL) < 0) {
+        ck_assert_int_eq(errno, EAGAIN);
+        progress(1, 1);
+        ck_assert(now_sec() < deadline);
+    }
+    memset(ans, 0, sizeof(*ans));
+    for (;;) {
+        ret = recv(fd, (char*)ans + got, sizeof(*ans) - got, 0);
+        if (ret == 0) {
+            break;
+        } else if (ret > 0) {
+            got += ret;
+            if (got == sizeof(*ans)) {
+                break;
+            }
+        } else {
+            ck_assert_int_eq(errno, EAGAIN);
+        }
+        progress(1, 1);
+        ck_assert_msg(now_sec() < deadline, "no answer nor close");
+    }
+    close(fd);
+    return got;
+}
+
+/*
+ * Requests B must refuse: garbage, a request for another interface id (a
+ * stale address), one whose addresses have the wrong size, a duplicate of a
+ * connected pair; and a client that sends half a request and stalls. None
+ * creates an endpoint; B's listener serves A normally afterwards.
+ */
+START_TEST(test_connect_hostile_requests)
+{
+    hipower_hs_iface_addr_t addr_b;
+    hipower_hs_msg_t msg, ans;
+    uct_hipower_iface_t *ib;
+    uint8_t junk[HIPOWER_HS_MSG_SIZE];
+    uint8_t dev[24], epa[64];
+    unsigned i;
+    ssize_t got;
+
+    connect_setup("1s", NULL);
+    ib = hiface(&side_b);
+    iface_address(&side_b, &addr_b);
+    memset(dev, 0, sizeof(dev));
+    memset(epa, 0x77, sizeof(epa));
+
+    /* Garbage: closed, nothing made */
+    for (i = 0; i < sizeof(junk); ++i) {
+        junk[i] = (uint8_t)next_rand();
+    }
+    got = raw_request(&addr_b, junk, sizeof(junk), &ans);
+    ck_assert_int_eq(got, 0);
+    ck_assert_uint_eq(ib->stats.cm_refused, 1);
+
+    /* For another interface: REJ(WRONG_IFACE) */
+    hipower_hs_msg_pack(&msg, HIPOWER_HS_REQ, HIPOWER_HS_REASON_NONE, 0x1234,
+                        addr_b.uuid + 1, 0, dev,
+                        sizeof(uct_hipower_device_addr_t), epa,
+                        sizeof(uct_hipower_ep_addr_t));
+    got = raw_request(&addr_b, &msg, sizeof(msg), &ans);
+    ck_assert_int_eq(got, sizeof(ans));
+    ck_assert_uint_eq(ans.type, HIPOWER_HS_REJ);
+    ck_assert_uint_eq(ans.reason, HIPOWER_HS_REASON_WRONG_IFACE);
+
+    /* Addresses of another size: REJ(BAD_REQUEST) */
+    hipower_hs_msg_pack(&msg, HIPOWER_HS_REQ, HIPOWER_HS_REASON_NONE, 0x1234,
+                        addr_b.uuid, 0, dev, 3, epa, 5);
+    got = raw_request(&addr_b, &msg, sizeof(msg), &ans);
+    ck_assert_int_eq(got, sizeof(ans));
+    ck_assert_uint_eq(ans.reason, HIPOWER_HS_REASON_BAD_REQUEST);
+
+    /* Well-formed, but addresses that no device takes (zero GID, a QP
+     * that does not exist, a layout of nonsense): refused by the checks of
+     * uct_ep_connect_to_ep(), the endpoint made for it goes again */
+    hipower_hs_msg_pack(&msg, HIPOWER_HS_REQ, HIPOWER_HS_REASON_NONE, 0x1234,
+                        addr_b.uuid, 0, dev,
+                        sizeof(uct_hipower_device_addr_t), epa,
+                        sizeof(uct_hipower_ep_addr_t));
+    got = raw_request(&addr_b, &msg, sizeof(msg), &ans);
+    ck_assert_int_eq(got, sizeof(ans));
+    ck_assert_uint_eq(ans.type, HIPOWER_HS_REJ);
+    ck_assert_uint_eq(ans.reason, HIPOWER_HS_REASON_MISMATCH);
+    progress(1, 1);
+    ck_assert_uint_eq(ib->num_eps, 0);
+
+    /* Half a request, then silence: closed at the deadline (1 s) */
+    got = raw_request(&addr_b, &msg, 50, &ans);
+    ck_assert_int_eq(got, 0);
+    ck_assert_uint_eq(ib->num_eps, 0);
+    ck_assert_uint_eq(ib->cm.num_passive, 0);
+
+    /* And the listener still serves */
+    ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &addr_b, &pairs[0].ep_a),
+                     UCS_OK);
+    num_pairs = 1;
+    send_retrying(0, 10);
+    wait_received(10);
+    ck_assert_uint_eq(ib->num_eps, 1);
+    destroy_pairs(0, 1);
+    connect_teardown();
+}
+END_TEST
+
+/* Endpoints destroyed at every stage of their handshake: nothing leaks,
+ * nothing fires later, the next endpoints connect */
+START_TEST(test_connect_destroy_midway)
+{
+    hipower_hs_iface_addr_t addr_b;
+    uct_hipower_iface_t *ia, *ib;
+    int i, spins;
+
+    connect_setup(NULL, NULL);
+    ia = hiface(&side_a);
+    ib = hiface(&side_b);
+    iface_address(&side_b, &addr_b);
+    for (i = 0; i < 24; ++i) {
+        ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &addr_b,
+                                     &pairs[0].ep_a), UCS_OK);
+        num_pairs = 1;
+        (void)send_one(&pairs[0], 0, 0, MSG_HDR_SIZE, 0);
+        for (spins = 0; spins < i * 20; ++spins) {
+            progress(1, 1);
+        }
+        uct_ep_destroy(pairs[0].ep_a);
+        pairs[0].ep_a = NULL;
+    }
+    ck_assert_uint_eq(ia->cm.num_active, 0);
+    ck_assert_uint_eq(ia->num_eps, 0);
+    ck_assert_uint_eq(ep_errors_a, 0);
+
+    /* Whatever B made for them goes as their goodbyes or closes arrive;
+     * the next endpoint connects */
+    ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &addr_b, &pairs[0].ep_a),
+                     UCS_OK);
+    pairs[0].next_seq = pairs[0].expected_seq = 0;
+    received          = 0;
+    send_retrying(0, 10);
+    wait_received(10);
+    destroy_pairs(0, 1);
+    (void)ib;
+    connect_teardown();
+}
+END_TEST
+
+/* More endpoints than CM_MAX_CONNS connect at once: they queue, all get
+ * connected, every message arrives */
+START_TEST(test_connect_many_queued)
+{
+    const int n = 96, msgs = 4;
+    hipower_hs_iface_addr_t addr_b;
+    uct_hipower_iface_t *ia, *ib;
+    int i;
+
+    connect_setup(NULL, "4");
+    ia = hiface(&side_a);
+    ib = hiface(&side_b);
+    iface_address(&side_b, &addr_b);
+    for (i = 0; i < n; ++i) {
+        ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &addr_b,
+                                     &pairs[i].ep_a), UCS_OK);
+    }
+    num_pairs = n;
+    for (i = 0; i < n; ++i) {
+        (void)send_one(&pairs[i], i, 0, MSG_HDR_SIZE, 0);
+    }
+    ck_assert_uint_le(ia->cm.num_active, 4);
+    for (i = 0; i < n; ++i) {
+        send_retrying(i, msgs);
+    }
+    wait_received(n * msgs);
+    ck_assert_uint_eq(ib->stats.cm_internal, n);
+    ck_assert_uint_eq(ia->stats.cm_failed, 0);
+    destroy_pairs(0, n);
+    connect_teardown();
+}
+END_TEST
+
+void add_connect_tests(Suite *suite)
+{
+    TCase *tcase = tcase_create("connect");
+
+    tcase_set_timeout(tcase, 600);
+    tcase_add_test(tcase, test_connect_first_use);
+    tcase_add_test(tcase, test_connect_crossed);
+    tcase_add_test(tcase, test_connect_self);
+    tcase_add_test(tcase, test_connect_unreachable_and_silent);
+    tcase_add_test(tcase, test_connect_hostile_requests);
+    tcase_add_test(tcase, test_connect_destroy_midway);
+    tcase_add_test(tcase, test_connect_many_queued);
+    suite_add_tcase(suite, tcase);
+}
