@@ -68,7 +68,9 @@ bench_ucp_env() {
     case "$1" in
         rc_verbs)     echo "UCX_TLS=rc_verbs,ud_verbs:aux,self" ;;
         hipower|hipower-nobundle|hipower-window|hipower-push|hipower-pull)
-                      echo "UCX_TLS=hipower,ud_verbs:aux,self $(bench_notify_env "$1")" ;;
+                      echo "UCX_TLS=hipower,self $(bench_notify_env "$1")" ;;
+        # hipower wired up by UCP through UD, without its own handshake
+        hipower-ud)   echo "UCX_TLS=hipower,ud_verbs:aux,self UCX_HIPOWER_CONNECT_TO_IFACE=n $(bench_notify_env "$1")" ;;
         ud_verbs)     echo "UCX_TLS=ud_verbs,self" ;;
         tcp)          echo "UCX_TLS=tcp,self" ;;
         *) echo "bench_ucp_env: unknown transport '$1'" >&2; return 1 ;;

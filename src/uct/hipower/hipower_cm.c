@@ -77,6 +77,8 @@ struct uct_hipower_cm_conn {
 
 
 static void uct_hipower_cm_timer_start(uct_hipower_iface_t *iface);
+static void uct_hipower_cm_listen_io(int fd, ucs_event_set_types_t events,
+                                     void *arg);
 
 
 static const void *uct_hipower_cm_match_address(const ucs_conn_match_elem_t *elem)
@@ -122,6 +124,35 @@ static void uct_hipower_cm_signal(uct_hipower_iface_t *iface)
     }
 }
 
+/*
+ * A socket's events, for UCX's async context and for our own poll set:
+ * while handshakes are under way, progress polls them itself
+ * (uct_hipower_cm_poll()), so a busy-polling process does not wait for the
+ * async thread to be scheduled (on 2 busy cores, a scheduler slice per
+ * handshake step); the async thread serves a process that sleeps or does
+ * not progress. Both run under the async lock, and the handlers do nothing
+ * more for an event already taken.
+ */
+static void uct_hipower_cm_watch(uct_hipower_iface_t *iface, int fd,
+                                 void *data, ucs_event_set_types_t events,
+                                 int op)
+{
+    struct epoll_event event;
+
+    if (op != EPOLL_CTL_ADD) {
+        ucs_async_modify_handler(fd, events);
+    }
+    memset(&event, 0, sizeof(event));
+    event.events   = ((events & UCS_EVENT_SET_EVREAD) ? EPOLLIN : 0) |
+                     ((events & UCS_EVENT_SET_EVWRITE) ? EPOLLOUT : 0);
+    event.data.ptr = data;
+    if ((iface->cm.io_epfd >= 0) &&
+        (epoll_ctl(iface->cm.io_epfd, op, fd, &event) < 0)) {
+        ucs_debug("hipower %s: epoll_ctl(%d) of fd %d failed: %m",
+                  iface->dev_name, op, fd);
+    }
+}
+
 /* Handed to progress: from the socket handlers and the timer */
 static void uct_hipower_cm_conn_queue(uct_hipower_cm_conn_t *conn, int state,
                                       int err)
@@ -129,7 +160,7 @@ static void uct_hipower_cm_conn_queue(uct_hipower_cm_conn_t *conn, int state,
     uct_hipower_iface_t *iface = conn->iface;
 
     if (conn->fd >= 0) {
-        ucs_async_modify_handler(conn->fd, 0);
+        uct_hipower_cm_watch(iface, conn->fd, conn, 0, EPOLL_CTL_MOD);
     }
     conn->state = state;
     conn->err   = err;
@@ -179,7 +210,8 @@ static void uct_hipower_cm_conn_io(int fd, ucs_event_set_types_t events,
         }
         conn->state  = UCT_HIPOWER_CONN_RECVING;
         conn->offset = 0;
-        ucs_async_modify_handler(fd, UCS_EVENT_SET_EVREAD);
+        uct_hipower_cm_watch(conn->iface, fd, conn, UCS_EVENT_SET_EVREAD,
+                             EPOLL_CTL_MOD);
         return;
     }
 
@@ -240,6 +272,9 @@ static void uct_hipower_cm_conn_close_fd(uct_hipower_cm_conn_t *conn)
         /* Not sync: we hold the async lock, and a missed event of this
          * handler is looked up by its fd, which is gone by then */
         ucs_async_remove_handler(conn->fd, 0);
+        if (conn->iface->cm.io_epfd >= 0) {
+            epoll_ctl(conn->iface->cm.io_epfd, EPOLL_CTL_DEL, conn->fd, NULL);
+        }
         close(conn->fd);
         conn->fd = -1;
     }
@@ -267,7 +302,8 @@ static void uct_hipower_cm_conn_free(uct_hipower_cm_conn_t *conn)
         --iface->cm.num_passive;
         if (iface->cm.listen_paused && (iface->cm.listen_fd >= 0)) {
             iface->cm.listen_paused = 0;
-            ucs_async_modify_handler(iface->cm.listen_fd, UCS_EVENT_SET_EVREAD);
+            uct_hipower_cm_watch(iface, iface->cm.listen_fd, NULL,
+                                 UCS_EVENT_SET_EVREAD, EPOLL_CTL_MOD);
         }
     }
     ucs_free(conn);
@@ -427,7 +463,10 @@ static ucs_status_t uct_hipower_cm_connect(uct_hipower_ep_t *ep)
         close(fd);
         conn->fd = -1;
         uct_hipower_cm_conn_queue(conn, UCT_HIPOWER_CONN_ERROR, EIO);
+        return UCS_OK;
     }
+    uct_hipower_cm_watch(iface, fd, conn, UCS_EVENT_SET_EVWRITE,
+                         EPOLL_CTL_ADD);
 
     ucs_debug(UCT_HIPOWER_EP_FMT ": connecting to %s (interface %016" PRIx64
               ", endpoint %" PRIu64 ")", UCT_HIPOWER_EP_ARG(ep),
@@ -872,6 +911,26 @@ static void uct_hipower_cm_active(uct_hipower_cm_conn_t *conn)
     uct_hipower_cm_conn_free(conn);
 }
 
+unsigned uct_hipower_cm_poll(uct_hipower_iface_t *iface)
+{
+    struct epoll_event events[16];
+    uct_hipower_cm_conn_t *conn;
+    int i, num;
+
+    num = epoll_wait(iface->cm.io_epfd, events, ucs_static_array_size(events),
+                     0);
+    for (i = 0; i < num; ++i) {
+        conn = events[i].data.ptr;
+        if (conn == NULL) {
+            uct_hipower_cm_listen_io(iface->cm.listen_fd, 0, iface);
+        } else if (conn->fd >= 0) {
+            /* Not freed: only progress frees, after this */
+            uct_hipower_cm_conn_io(conn->fd, 0, conn);
+        }
+    }
+    return (num > 0) ? num : 0;
+}
+
 unsigned uct_hipower_cm_progress(uct_hipower_iface_t *iface)
 {
     uct_hipower_cm_conn_t *conn;
@@ -936,7 +995,7 @@ static void uct_hipower_cm_listen_io(int fd, ucs_event_set_types_t events,
              * done (uct_hipower_cm_conn_free()): a flood of half-open
              * handshakes holds max_conns sockets, each until its
              * deadline, and refuses nobody */
-            ucs_async_modify_handler(fd, 0);
+            uct_hipower_cm_watch(iface, fd, NULL, 0, EPOLL_CTL_MOD);
             iface->cm.listen_paused = 1;
             return;
         }
@@ -968,7 +1027,10 @@ static void uct_hipower_cm_listen_io(int fd, ucs_event_set_types_t events,
             conn->fd = -1;
             close(cfd);
             uct_hipower_cm_conn_free(conn);
+            continue;
         }
+        uct_hipower_cm_watch(iface, cfd, conn, UCS_EVENT_SET_EVREAD,
+                             EPOLL_CTL_ADD);
     }
 }
 
@@ -1087,6 +1149,8 @@ static ucs_status_t uct_hipower_cm_listen(uct_hipower_iface_t *iface,
     }
 
     iface->cm.listen_fd = fd;
+    uct_hipower_cm_watch(iface, fd, NULL, UCS_EVENT_SET_EVREAD,
+                         EPOLL_CTL_ADD);
     ucs_debug("hipower %s: listening for connections on %s (%s)",
               iface->dev_name, iface->cm.addr_str, netdev);
     return UCS_OK;
@@ -1102,6 +1166,10 @@ static void uct_hipower_cm_close_fds(uct_hipower_iface_t *iface)
         close(iface->cm.event_fd);
         iface->cm.event_fd = -1;
     }
+    if (iface->cm.io_epfd >= 0) {
+        close(iface->cm.io_epfd);
+        iface->cm.io_epfd = -1;
+    }
 }
 
 void uct_hipower_cm_construct(uct_hipower_iface_t *iface)
@@ -1110,6 +1178,7 @@ void uct_hipower_cm_construct(uct_hipower_iface_t *iface)
     iface->cm.listen_fd    = -1;
     iface->cm.event_fd     = -1;
     iface->cm.epfd         = -1;
+    iface->cm.io_epfd      = -1;
     iface->cm.timer_id     = 0;
     iface->cm.timeout      = 0;
     iface->cm.max_conns    = 1;
@@ -1146,6 +1215,13 @@ ucs_status_t uct_hipower_cm_open(uct_hipower_iface_t *iface,
         uuid = ucs_generate_uuid((uintptr_t)iface);
     } while (uuid == 0);
     iface->cm.addr.uuid = uuid;
+
+    iface->cm.io_epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (iface->cm.io_epfd < 0) {
+        ucs_error("hipower %s: epoll_create1() failed: %m", iface->dev_name);
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
 
     iface->cm.event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (iface->cm.event_fd < 0) {

@@ -71,6 +71,9 @@ typedef struct uct_hipower_cm {
     int                          listen_fd;
     int                          event_fd;   /* Handlers' news for a sleeper */
     int                          epfd;       /* The interface's event fd */
+    int                          io_epfd;    /* Listener and handshake
+                                                sockets, polled by progress
+                                                while handshakes run */
     hipower_hs_iface_addr_t      addr;       /* Our interface address */
     char                         addr_str[64];
     ucs_conn_match_ctx_t         match;      /* (peer id, conn_sn) -> ep */
@@ -104,6 +107,10 @@ ucs_status_t uct_hipower_cm_open(struct uct_hipower_iface *iface,
 /* Closes the listener, destroys the internal endpoints, drops the
  * handshakes: before the interface's endpoints go */
 void uct_hipower_cm_cleanup(struct uct_hipower_iface *iface);
+
+/* Handshake sockets ready now, served from progress (while any handshake
+ * is under way): returns how many */
+unsigned uct_hipower_cm_poll(struct uct_hipower_iface *iface);
 
 /* Finished handshakes and doomed endpoints: from progress */
 unsigned uct_hipower_cm_progress(struct uct_hipower_iface *iface);

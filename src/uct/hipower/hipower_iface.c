@@ -802,6 +802,11 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
         count += uct_hipower_iface_progress_async(iface);
     }
 
+    if (ucs_unlikely(!ucs_list_is_empty(&iface->cm.conns))) {
+        /* Handshakes under way: their sockets, without waiting for the
+         * async thread to be scheduled */
+        count += uct_hipower_cm_poll(iface);
+    }
     if (ucs_unlikely(iface->cm.num_ready > 0) ||
         ucs_unlikely(!ucs_list_is_empty(&iface->cm.doomed))) {
         /* Handshakes that finished, endpoints made for peers that left */

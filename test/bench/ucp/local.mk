@@ -14,6 +14,7 @@ test_bench_ucp_ucp_workloads_SOURCES  = \
 	test/bench/ucp/wl_incast.c \
 	test/bench/ucp/wl_resnet.c \
 	test/bench/ucp/wl_shuffle.c \
+	test/bench/ucp/wl_connect.c \
 	test/bench/ucp/wl_main.c
 test_bench_ucp_ucp_workloads_CPPFLAGS = $(UCP_CFLAGS)
 test_bench_ucp_ucp_workloads_CFLAGS   = $(HIPOWER_CFLAGS)

@@ -48,6 +48,8 @@ typedef struct {
     unsigned    iters, warmup_iters, tensor_stride, shrink;
     /* shuffle */
     size_t      records, chunk;
+    /* connect */
+    unsigned    eps;
 } wl_opts_t;
 
 extern wl_opts_t wl;
@@ -93,6 +95,9 @@ void wl_ctl_check_peers(void);
 void wl_ucp_setup(void);
 void wl_ucp_teardown(void);
 ucp_ep_h wl_ep(int peer);
+ucp_worker_h wl_worker(void);
+/* Rank @a peer's worker address */
+const ucp_address_t *wl_peer_address(int peer);
 unsigned wl_progress(void);
 /* Nothing progressed: with --wait, arm the worker and sleep on its fd */
 void wl_idle(void);
@@ -126,5 +131,6 @@ void wl_warmup_peers(const int *peers, int n);
 int wl_run_incast(int gather);
 int wl_run_resnet(void);
 int wl_run_shuffle(void);
+int wl_run_connect(void);
 
 #endif

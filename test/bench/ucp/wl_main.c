@@ -16,8 +16,8 @@
  * (--timeout) fails the run with a message naming the rank (and the peer)
  * and exit status 1.
  *
- * Patterns (wl_incast.c, wl_resnet.c, wl_shuffle.c): incast-bcast,
- * incast-gather, resnet, shuffle.
+ * Patterns (wl_incast.c, wl_resnet.c, wl_shuffle.c, wl_connect.c):
+ * incast-bcast, incast-gather, resnet, shuffle, connect.
  *
  * Output: rank 0 prints one line per run on stdout, starting with
  * "bench-result", then KEY=VALUE words; progress goes to stderr.
@@ -55,6 +55,10 @@
  *            shuffle_mb_s (exchanged_bytes / exchange_seconds, 10^6 B/s),
  *            total_seconds (sampling + partitioning + exchange + sort),
  *            out_records_min/_max (balance), validated=1
+ *   connect: eps (endpoints rank 1 opened to rank 0, one message each),
+ *            connect_seconds (first ucp_ep_create to the last message
+ *            delivered), connect_us_per_ep, close_seconds (closing them
+ *            all, flushed), close_us_per_ep
  */
 #define _GNU_SOURCE
 #include "wl.h"
@@ -84,13 +88,15 @@ wl_opts_t wl = {
     .shrink        = 1,
     .records       = 41943,      /* 4 MiB of 100-byte records */
     .chunk         = 65536,
+    .eps           = 1024,
 };
 
 static void usage(FILE *f)
 {
     fprintf(f,
 "usage: ucp_workloads PATTERN [options]\n"
-"PATTERN: incast-bcast, incast-gather, incast (both), resnet, shuffle\n"
+"PATTERN: incast-bcast, incast-gather, incast (both), resnet, shuffle,\n"
+"         connect\n"
 "  --rank R, --nranks N, --port P   (default: $HIPOWER_LAUNCH_RANK,\n"
 "                     $HIPOWER_LAUNCH_NRANKS, $HIPOWER_LAUNCH_PORT)\n"
 "  --host ADDR        rank 0's control address (default %s)\n"
@@ -117,10 +123,12 @@ static void usage(FILE *f)
 "                     (default %u)\n"
 "shuffle:\n"
 "  --records R        100-byte records per rank (default %zu)\n"
-"  --chunk BYTES      exchange message size (default %zu)\n",
+"  --chunk BYTES      exchange message size (default %zu)\n"
+"connect (2 ranks):\n"
+"  --eps N            endpoints rank 1 opens to rank 0 (default %u)\n",
             wl.host, wl.timeout, wl.size, wl.msgs, wl.window, wl.lat_rounds,
             wl.warmup, wl.iters, wl.warmup_iters, wl.tensor_stride, wl.shrink,
-            wl.records, wl.chunk);
+            wl.records, wl.chunk, wl.eps);
 }
 
 static int env_int(const char *name, int dflt)
@@ -177,7 +185,7 @@ int main(int argc, char **argv)
 {
     enum { O_RANK = 256, O_NRANKS, O_PORT, O_HOST, O_TIMEOUT, O_WAIT, O_SEED,
            O_SIZE, O_MSGS, O_WINDOW, O_LAT, O_WARMUP, O_ITERS, O_WITERS,
-           O_STRIDE, O_SHRINK, O_RECORDS, O_CHUNK, O_MODES, O_BUDGET };
+           O_STRIDE, O_SHRINK, O_RECORDS, O_CHUNK, O_MODES, O_BUDGET, O_EPS };
     static const struct option long_opts[] = {
         { "rank",          required_argument, NULL, O_RANK },
         { "nranks",        required_argument, NULL, O_NRANKS },
@@ -199,6 +207,7 @@ int main(int argc, char **argv)
         { "shrink",        required_argument, NULL, O_SHRINK },
         { "records",       required_argument, NULL, O_RECORDS },
         { "chunk",         required_argument, NULL, O_CHUNK },
+        { "eps",           required_argument, NULL, O_EPS },
         { "verbose",       no_argument,       NULL, 'v' },
         { "help",          no_argument,       NULL, 'h' },
         { NULL, 0, NULL, 0 }
@@ -233,6 +242,7 @@ int main(int argc, char **argv)
         case O_SHRINK:  wl.shrink = num(optarg, o); break;
         case O_RECORDS: wl.records = num(optarg, o); break;
         case O_CHUNK:   wl.chunk = num(optarg, o); break;
+        case O_EPS:     wl.eps = num(optarg, o); break;
         case 'v':       ++wl.verbose; break;
         case 'h':       usage(stdout); return 0;
         default:        usage(stderr); return 2;
@@ -264,7 +274,7 @@ int main(int argc, char **argv)
     if (strcmp(wl.pattern, "incast-bcast") && strcmp(wl.pattern, "incast") &&
         strcmp(wl.pattern,
         "incast-gather") && strcmp(wl.pattern, "resnet") &&
-        strcmp(wl.pattern, "shuffle")) {
+        strcmp(wl.pattern, "shuffle") && strcmp(wl.pattern, "connect")) {
         fprintf(stderr, "ucp_workloads: unknown pattern '%s'\n", wl.pattern);
         usage(stderr);
         return 2;
@@ -292,6 +302,8 @@ int main(int argc, char **argv)
         rc = wl_run_incast(3);
     } else if (!strcmp(wl.pattern, "resnet")) {
         rc = wl_run_resnet();
+    } else if (!strcmp(wl.pattern, "connect")) {
+        rc = wl_run_connect();
     } else {
         rc = wl_run_shuffle();
     }

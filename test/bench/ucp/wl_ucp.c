@@ -112,6 +112,16 @@ ucp_ep_h wl_ep(int peer)
     return g_eps[peer];
 }
 
+ucp_worker_h wl_worker(void)
+{
+    return g_worker;
+}
+
+const ucp_address_t *wl_peer_address(int peer)
+{
+    return (const ucp_address_t*)(g_addrs + peer * g_addr_len);
+}
+
 void wl_ucp_teardown(void)
 {
     ucp_request_param_t param = { .op_attr_mask = 0 };
