@@ -25,7 +25,7 @@ for p in bcast gather; do
     bench_metric $S ${p}_master_cpu "$P: master CPU (user+sys) per message, --wait" usec/msg lower "message size (B)"
 done
 
-bench_note $S "UCP tag messages between 5 processes of \`test/bench/ucp/ucp_workloads\` (started by \`contrib/bench/ucp-launch\`), each on its own rxe device (\`UCX_NET_DEVICES\`: rank K on device K of ${HIPOWER_RIG_DEVICES:-the rig}); rank 0 is the master, ranks 1-4 the workers. UCX_TLS per column as in the UCP section (\`ud_verbs\` carries only the wireup). Every message is checked byte for byte."
+bench_note $S "UCP tag messages between 5 processes of \`test/bench/ucp/ucp_workloads\` (started by \`contrib/bench/ucp-launch\`), each on its own rxe device (\`UCX_NET_DEVICES\`: rank K on device K of ${HIPOWER_RIG_DEVICES:-the rig}); rank 0 is the master, ranks 1-4 the workers. UCX_TLS per column as in the UCP section (rc_verbs wired up over \`ud_verbs\`, hipower alone). Every message is checked byte for byte."
 bench_note $S ""
 bench_note $S "- **Throughput**: broadcast: the master keeps 16 sends in flight to every worker; gather: every worker keeps 16 sends to the master in flight and the master 16 receives per worker. Each worker handles $budget bytes / size messages (at least 16, at most $max_msgs); MB/s = 10^6 bytes/s of all messages handled at the master, from a barrier until the last worker has everything (broadcast: until each worker's 8-byte \"done\")."
 bench_note $S "- **Round latency**: broadcast: the master sends one message to every worker and waits for each 8-byte ack; gather: the master sends an 8-byte go to every worker and waits for each worker's message. Median of $lat_rounds rounds (after 1 untimed one)."

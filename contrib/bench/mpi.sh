@@ -128,7 +128,7 @@ devices ${BENCH_DEVICES[*]:-rxe0 rxe1}; with more ranks than devices they
 share them round robin), no shared memory transport: every byte between
 two ranks crosses rxe. The hipower plugin is preloaded in every rank of
 every run; \`UCX_TLS\` picks the transport (\`rc_verbs,ud_verbs:aux,self\`,
-or \`hipower,ud_verbs:aux,self\` with push or pull notification). For the
+or \`hipower,self\` with push or pull notification). For the
 hipower rows every rank's \`hipower-stats\` line (UCX_HIPOWER_STATS=y)
 must show messages sent and received on hipower, or the run counts as
 failed.
