@@ -76,13 +76,27 @@ srq=$(LD_PRELOAD=$NOSRQ ibv_devinfo -v -d "${RIG_DEVICES[0]}" 2>&1 |
 [ "$srq" = 0 ] || fail "ibv_devinfo under the interposer: max_srq '$srq', not 0"
 echo "    ibv_devinfo -v -d ${RIG_DEVICES[0]}: max_srq: $srq"
 for tl in rc_verbs ud_verbs; do
+    # Without the interposer UCX lists and opens it on this device ...
+    out=$(UCX_TLS=$tl UCX_NET_DEVICES=${RIG_DEVICES[0]}:1 timeout 60 \
+          ucx_info -d 2>&1)
+    echo "$out" | grep -A5 "Transport: $tl" | grep -q 'failed to open interface' &&
+        fail "$tl does not open an interface on ${RIG_DEVICES[0]} even without the interposer"
+    echo "$out" | grep -qE "Transport: $tl" ||
+        fail "ucx_info does not list $tl on ${RIG_DEVICES[0]} even without the interposer"
+    # ... with it, not
     out=$(LD_PRELOAD=$NOSRQ HIPOWER_NOSRQ_LOG=1 UCX_TLS=$tl \
           UCX_NET_DEVICES=${RIG_DEVICES[0]}:1 timeout 60 ucx_info -d 2>&1)
-    echo "$out" | grep -qE "Transport: $tl" &&
-        fail "$tl opened an interface on the SRQ-less, UD-less device"
-    echo "$out" | grep -E 'hipower-nosrq: refused|UCX  (ERROR|WARN)' |
+    if echo "$out" | grep -qE "Transport: $tl"; then
+        echo "$out" | grep -A5 "Transport: $tl" |
+            grep -q 'failed to open interface' ||
+            fail "$tl opened an interface on the SRQ-less, UD-less device"
+        how="its interface fails to open"
+    else
+        how="UCX no longer offers it on the device"
+    fi
+    echo "$out" | grep -E 'hipower-nosrq: refused|failed to open|UCX  (ERROR|WARN)' |
         sort -u | head -3 | sed "s/^/    $tl: /"
-    echo "ok: $tl cannot open an interface there"
+    echo "ok: $tl opens on ${RIG_DEVICES[0]}, and on the SRQ-less, UD-less device $how"
 done
 run_pair rc_verbs,ud_verbs:aux,self "$NOSRQ"
 [ "$PAIR_RC" != 0 ] || fail "rc_verbs with ud_verbs passed on a device without SRQ and UD"

@@ -4,10 +4,11 @@
 # duplicated or corrupted; slot exhaustion falls back to pending and resumes;
 # flush means delivered; 16 endpoints; the memory budget; RMA and atomics;
 # failures; wakeup; the arrival check (messages polled while they land);
-# and the conformance cases (check_conformance.c) -- in all three
-# notification modes (RMA, which does not depend on it, only in the
-# default one). Passes when the program exits 0 with no failed check
-# (Check's own verdict), whatever the number of checks.
+# the conformance cases (check_conformance.c) and the connection handshake
+# (check_connect.c) -- in all three notification modes (RMA and the
+# handshake, which do not depend on it, only in the default one). Passes
+# when the program exits 0 with no failed check (Check's own verdict),
+# whatever the number of checks.
 #
 # One case by hand (names: check_transport.c, check_conformance.c):
 #   HIPOWER_CK_CASE=flush_cancel test/rig/hipower-rig -n 2 -- \
@@ -29,7 +30,7 @@ for mode in ${HIPOWER_TEST_MODES:-self push pull}; do
     skip_rma=y
     [ $mode = self ] && skip_rma=
     out=$(UCX_HIPOWER_NOTIFY=$mode UCX_HIPOWER_STATS=y \
-          HIPOWER_TEST_SKIP_RMA=$skip_rma \
+          HIPOWER_TEST_SKIP_RMA=$skip_rma HIPOWER_TEST_SKIP_CONNECT=$skip_rma \
           hipower-run "$HIPOWER_BUILD/test/uct/check_transport" 2>&1)
     rc=$?
     echo "$out" | grep -v '^hipower-stats' | grep -v 'P:.*Passed$'

@@ -76,7 +76,11 @@ static void iface_address(side_t *side, hipower_hs_iface_addr_t *addr)
 {
     ck_assert_int_eq(uct_iface_get_address(side->iface,
                                            (uct_iface_addr_t*)addr), UCS_OK);
-    ck_assert_ptr_null(hipower_hs_iface_addr_check(addr, sizeof(*addr)));
+    ck_assert_uint_eq(addr->version, HIPOWER_HS_VERSION);
+    ck_assert((addr->family == HIPOWER_HS_AF_INET) ||
+              (addr->family == HIPOWER_HS_AF_INET6));
+    ck_assert_uint_ne(addr->port, 0);
+    ck_assert_uint_ne(addr->uuid, 0);
 }
 
 /* An endpoint of @a from to the interface at @a addr, as UCP makes it */
@@ -388,6 +392,24 @@ START_TEST(test_connect_unreachable_and_silent)
 }
 END_TEST
 
+/* A request as a client of our own would write it, field by field (the
+ * plugin's packer is not linked here: the simulator's coverage counts the
+ * plugin's own copy) */
+static void raw_pack(hipower_hs_msg_t *msg, uint64_t src, uint64_t dst,
+                     uint8_t dev_len, uint8_t ep_len)
+{
+    memset(msg, 0, sizeof(*msg));
+    msg->magic        = HIPOWER_HS_MAGIC;
+    msg->version      = HIPOWER_HS_VERSION;
+    msg->type         = HIPOWER_HS_REQ;
+    msg->length       = HIPOWER_HS_MSG_SIZE;
+    msg->src_uuid     = src;
+    msg->dst_uuid     = dst;
+    msg->dev_addr_len = dev_len;
+    msg->ep_addr_len  = ep_len;
+    memset(msg->ep_addr, 0x77, ep_len);
+}
+
 /* A raw TCP client of B's listener: sends @a len bytes of @a msg, then
  * reads the answer (up to 128 bytes) or EOF; returns the bytes read */
 static ssize_t raw_request(const hipower_hs_iface_addr_t *addr,
@@ -443,15 +465,12 @@ START_TEST(test_connect_hostile_requests)
     hipower_hs_msg_t msg, ans;
     uct_hipower_iface_t *ib;
     uint8_t junk[HIPOWER_HS_MSG_SIZE];
-    uint8_t dev[24], epa[64];
     unsigned i;
     ssize_t got;
 
     connect_setup("1s", NULL);
     ib = hiface(&side_b);
     iface_address(&side_b, &addr_b);
-    memset(dev, 0, sizeof(dev));
-    memset(epa, 0x77, sizeof(epa));
 
     /* Garbage: closed, nothing made */
     for (i = 0; i < sizeof(junk); ++i) {
@@ -462,18 +481,15 @@ START_TEST(test_connect_hostile_requests)
     ck_assert_uint_eq(ib->stats.cm_refused, 1);
 
     /* For another interface: REJ(WRONG_IFACE) */
-    hipower_hs_msg_pack(&msg, HIPOWER_HS_REQ, HIPOWER_HS_REASON_NONE, 0x1234,
-                        addr_b.uuid + 1, 0, dev,
-                        sizeof(uct_hipower_device_addr_t), epa,
-                        sizeof(uct_hipower_ep_addr_t));
+    raw_pack(&msg, 0x1234, addr_b.uuid + 1, sizeof(uct_hipower_device_addr_t),
+             sizeof(uct_hipower_ep_addr_t));
     got = raw_request(&addr_b, &msg, sizeof(msg), &ans);
     ck_assert_int_eq(got, sizeof(ans));
     ck_assert_uint_eq(ans.type, HIPOWER_HS_REJ);
     ck_assert_uint_eq(ans.reason, HIPOWER_HS_REASON_WRONG_IFACE);
 
     /* Addresses of another size: REJ(BAD_REQUEST) */
-    hipower_hs_msg_pack(&msg, HIPOWER_HS_REQ, HIPOWER_HS_REASON_NONE, 0x1234,
-                        addr_b.uuid, 0, dev, 3, epa, 5);
+    raw_pack(&msg, 0x1234, addr_b.uuid, 3, 5);
     got = raw_request(&addr_b, &msg, sizeof(msg), &ans);
     ck_assert_int_eq(got, sizeof(ans));
     ck_assert_uint_eq(ans.reason, HIPOWER_HS_REASON_BAD_REQUEST);
@@ -481,10 +497,8 @@ START_TEST(test_connect_hostile_requests)
     /* Well-formed, but addresses that no device takes (zero GID, a QP
      * that does not exist, a layout of nonsense): refused by the checks of
      * uct_ep_connect_to_ep(), the endpoint made for it goes again */
-    hipower_hs_msg_pack(&msg, HIPOWER_HS_REQ, HIPOWER_HS_REASON_NONE, 0x1234,
-                        addr_b.uuid, 0, dev,
-                        sizeof(uct_hipower_device_addr_t), epa,
-                        sizeof(uct_hipower_ep_addr_t));
+    raw_pack(&msg, 0x1234, addr_b.uuid, sizeof(uct_hipower_device_addr_t),
+             sizeof(uct_hipower_ep_addr_t));
     got = raw_request(&addr_b, &msg, sizeof(msg), &ans);
     ck_assert_int_eq(got, sizeof(ans));
     ck_assert_uint_eq(ans.type, HIPOWER_HS_REJ);
