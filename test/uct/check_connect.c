@@ -176,6 +176,22 @@ static void connect_teardown(void)
  * made later, are those, already connected (no handshake of their own),
  * and carry messages back.
  */
+#if HIPOWER_UCX_IFACE_OPS_V2
+/* uct_ep_is_connected() (UCX >= 1.18) as UCP asks it when it re-wires:
+ * with the peer's device and interface addresses */
+static int ep_leads_to(uct_ep_h ep, side_t *to_dev,
+                       const hipower_hs_iface_addr_t *addr)
+{
+    uct_ep_is_connected_params_t params;
+
+    params.field_mask  = UCT_EP_IS_CONNECTED_FIELD_DEVICE_ADDR |
+                         UCT_EP_IS_CONNECTED_FIELD_IFACE_ADDR;
+    params.device_addr = to_dev->dev_addr;
+    params.iface_addr  = (const uct_iface_addr_t*)addr;
+    return uct_ep_is_connected(ep, &params);
+}
+#endif
+
 START_TEST(test_connect_first_use)
 {
     const int n = 4, msgs = 40;
@@ -196,6 +212,11 @@ START_TEST(test_connect_first_use)
         ck_assert_int_eq(hep(pairs[i].ep_a)->cm.state, UCT_HIPOWER_CM_IDLE);
     }
     num_pairs = 2 * n;
+#if HIPOWER_UCX_IFACE_OPS_V2
+    /* Made from B's address: it leads there before it is connected */
+    ck_assert(ep_leads_to(pairs[0].ep_a, &side_b, &addr_b));
+    ck_assert(!ep_leads_to(pairs[0].ep_a, &side_a, &addr_a));
+#endif
     /* Creating costs nothing: no request yet, nothing at B */
     progress(1, 1);
     ck_assert_uint_eq(ia->stats.cm_requests, 0);
@@ -221,6 +242,10 @@ START_TEST(test_connect_first_use)
                           hep(pairs[i].ep_a)->txqp.qp->qp_num);
     }
     ck_assert_uint_eq(ib->stats.cm_adopted, n);
+#if HIPOWER_UCX_IFACE_OPS_V2
+    ck_assert(ep_leads_to(pairs[n].ep_a, &side_a, &addr_a));
+    ck_assert(!ep_leads_to(pairs[n].ep_a, &side_b, &addr_b));
+#endif
     ck_assert_uint_eq(ib->cm.num_internal, 0);
     ck_assert_uint_eq(ib->num_eps, n);
     for (i = 0; i < n; ++i) {

@@ -1355,6 +1355,15 @@ ucs_status_t uct_hipower_cm_iface_addr_valid(uct_hipower_iface_t *iface,
     return UCS_OK;
 }
 
+int uct_hipower_cm_ep_leads_to(const uct_hipower_ep_t *ep,
+                               const uct_iface_addr_t *addr)
+{
+    const hipower_hs_iface_addr_t *peer = (const hipower_hs_iface_addr_t*)addr;
+
+    return (peer != NULL) && (hipower_hs_iface_addr_check(peer, 0) == NULL) &&
+           (peer->uuid == ep->cm.peer_uuid);
+}
+
 ucs_status_t uct_hipower_ep_create(const uct_ep_params_t *params,
                                    uct_ep_h *ep_p)
 {

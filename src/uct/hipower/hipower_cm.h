@@ -126,6 +126,11 @@ ucs_status_t uct_hipower_cm_iface_addr_valid(struct uct_hipower_iface *iface,
 ucs_status_t uct_hipower_ep_create(const uct_ep_params_t *params,
                                    uct_ep_h *ep_p);
 
+/* 1 if @a ep, made from an interface address (or for a peer's request),
+ * leads to the interface whose address is @a addr */
+int uct_hipower_cm_ep_leads_to(const struct uct_hipower_ep *ep,
+                               const uct_iface_addr_t *addr);
+
 /* An endpoint made from an interface address is used: connect it */
 void uct_hipower_cm_ep_start(struct uct_hipower_ep *ep);
 

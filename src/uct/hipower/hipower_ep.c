@@ -1230,14 +1230,22 @@ uct_hipower_ep_connect_to_ep_v2(uct_ep_h tl_ep,
     return uct_hipower_ep_connect_to_ep(tl_ep, dev_addr, ep_addr);
 }
 
-/* UCP asks whether an endpoint already leads to the peer it is wiring up:
- * the same device (GID, LID) and, when given, the same remote QP */
+/* UCP asks whether an endpoint already leads to the peer it is wiring up.
+ * One made from an interface address leads to that interface from its
+ * creation on (UCP treats such lanes as connected), whatever its handshake
+ * is doing: the same interface id. One connected endpoint to endpoint: the
+ * same device (GID, LID) and, when given, the same remote QP. */
 int uct_hipower_ep_is_connected(const uct_ep_h tl_ep,
                                 const uct_ep_is_connected_params_t *params)
 {
     uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
     const uct_hipower_device_addr_t *dev;
     const uct_hipower_ep_addr_t *ep_addr;
+
+    if (ep->cm.state != UCT_HIPOWER_CM_NONE) {
+        return (params->field_mask & UCT_EP_IS_CONNECTED_FIELD_IFACE_ADDR) &&
+               uct_hipower_cm_ep_leads_to(ep, params->iface_addr);
+    }
 
     if (!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP)) {
         return 0;
