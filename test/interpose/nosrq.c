@@ -54,10 +54,19 @@ static void nosrq_log(const char *what)
     }
 }
 
+/* The real entry point. RTLD_NEXT finds it when libibverbs is in the
+ * global scope (UCX 1.13's hipower-run preloads the plugin, which links
+ * it); UCX >= 1.22 loads the plugin and libibverbs later with
+ * RTLD_LOCAL, out of RTLD_NEXT's sight: then by its soname. */
 static void *nosrq_next(const char *name)
 {
     void *func = dlsym(RTLD_NEXT, name);
+    void *lib;
 
+    if (func == NULL) {
+        lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+        func = (lib != NULL) ? dlsym(lib, name) : NULL;
+    }
     if (func == NULL) {
         fprintf(stderr, "hipower-nosrq: no %s after this library: %s\n",
                 name, dlerror());
