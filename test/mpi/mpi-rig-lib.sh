@@ -3,9 +3,11 @@
 #
 # Runs each MPI program of test/mpi with MPI_RANKS ranks (default 4) spread
 # over the rig's devices (test/mpi/mpi-rank-env), the hipower plugin
-# preloaded in every rank and UCX limited to hipower alone (UCX_TLS=
-# hipower,self: no auxiliary transport, hipower's own handshake connects,
-# no shared memory, no rc_verbs), then proves from each
+# loaded in every rank (hipower-run --print's settings: LD_PRELOAD, or
+# UCX_PLUGIN_PATH and that UCX's libraries first) and UCX limited to
+# hipower alone (UCX_TLS=hipower,self: no auxiliary transport, hipower's
+# own handshake connects, no shared memory, no rc_verbs), then proves from
+# each
 # rank's output that hipower carried its traffic:
 #   - a "hipower-stats <dev>:" line (UCX_HIPOWER_STATS=y) from every rank,
 #     on the rank's own device, with tx_msgs > 0 and rx_msgs > 0;
@@ -52,8 +54,16 @@ mpi_setup() {
         [ -x "$MPI_BIN/$p" ] ||
             fail "$MPI_BIN/$p not built: run 'make rig-check' or 'make mpi-tests' in $HIPOWER_BUILD"
     done
-    MPI_PRELOAD=$(eval "$(hipower-run --print sh)" && printf '%s' "$LD_PRELOAD") ||
-        fail "hipower-run --print sh failed"
+    # How every rank loads hipower, as the launcher's own arguments (-x or
+    # -genv): LD_PRELOAD with UCX 1.13; with UCX >= 1.22 UCX_PLUGIN_PATH,
+    # and that UCX's libraries first in LD_LIBRARY_PATH (the MPI, built
+    # against the system's UCX, then runs on the other one: same ABI)
+    local load
+    load=$(hipower-run --print "$([ "$MPI_FLAVOR" = openmpi ] && echo ompi || echo mpich)") ||
+        fail "hipower-run --print failed"
+    eval "MPI_LOAD_ARGS=($load)"
+    MPI_PATH_ARGS=(-x PATH)
+    case " ${MPI_LOAD_ARGS[*]} " in *" PATH="*) MPI_PATH_ARGS=() ;; esac
     mkdir -p "$MPI_LOGS" || fail "cannot create $MPI_LOGS"
     echo "$MPI_FLAVOR: $MPI_RANKS ranks over ${HIPOWER_MPI_DEVICES// /,}," \
          "UCX_TLS=$UCX_TLS, logs in $MPI_LOGS"
@@ -114,8 +124,8 @@ mpi_check_hipower() {
             echo "  $prog rank $r: hipower carried no traffic (tx_msgs=$tx rx_msgs=$rx)" >&2
             ok=0
         fi
-        if ! grep -q -E "^$r .*ep_cfg\[[0-9]+\]: tag\([^)]*hipower/" <<< "$tagged"; then
-            echo "  $prog rank $r: no 'ep_cfg[N]: tag(... hipower/...)' line: UCP did not put its tag lane on hipower" >&2
+        if ! grep -q -E "^$r .*(ep_cfg\[[0-9]+\]: |(inter|intra)-node cfg#[0-9]+ )tag\([^)]*hipower/" <<< "$tagged"; then
+            echo "  $prog rank $r: no 'ep_cfg[N]: tag(... hipower/...)' (or 'cfg#N tag(...)') line: UCP did not put its tag lane on hipower" >&2
             ok=0
         fi
         sent=$(sed -n -E "s/^$r mpi_pingpong: rank $r sent ([0-9]+) messages.*/\\1/p" <<< "$tagged")
@@ -154,7 +164,7 @@ mpi_run() {
                 --mca orte_tmpdir_base "$tmp" \
                 --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any \
                 --mca osc ucx --mca btl self \
-                -x LD_PRELOAD="$MPI_PRELOAD" -x PATH -x UCX_TLS \
+                "${MPI_LOAD_ARGS[@]}" "${MPI_PATH_ARGS[@]}" -x UCX_TLS \
                 -x UCX_HIPOWER_STATS -x UCX_LOG_LEVEL -x HIPOWER_MPI_DEVICES \
                 -x HIPOWER_MPI_STDERR_DIR \
                 "$MPI_DIR/mpi-rank-env" "$MPI_BIN/$prog" "$@" > "$log" 2>&1
@@ -163,7 +173,7 @@ mpi_run() {
         mpich)
             timeout -k 15 "$MPI_TIMEOUT" mpiexec.hydra -launcher fork \
                 -n "$MPI_RANKS" -prepend-rank \
-                -genv LD_PRELOAD "$MPI_PRELOAD" -genv MPIR_CVAR_NOLOCAL 1 \
+                "${MPI_LOAD_ARGS[@]}" -genv MPIR_CVAR_NOLOCAL 1 \
                 "$MPI_DIR/mpi-rank-env" "$MPI_BIN/$prog" "$@" > "$log" 2>&1
             rc=$? ;;
     esac

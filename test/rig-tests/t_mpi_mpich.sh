@@ -1,6 +1,6 @@
 #!/bin/bash
 # MPICH (ch4:ucx) over hipower: 4 ranks spread over two devices, the
-# plugin preloaded in every rank, UCX_TLS=hipower,self (no
+# plugin loaded in every rank (hipower-run's way), UCX_TLS=hipower,self (no
 # auxiliary transport), and
 # MPIR_CVAR_NOLOCAL=1 so that ch4's shared memory does not carry local
 # ranks' messages. Runs test/mpi's ping-pong, alltoall, bcast/gather and

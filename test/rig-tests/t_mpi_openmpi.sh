@@ -1,6 +1,6 @@
 #!/bin/bash
 # Open MPI (pml ucx, osc ucx) over hipower: 4 ranks spread over two
-# devices, the plugin preloaded in every rank, UCX_TLS=hipower,self (no
+# devices, the plugin loaded in every rank (hipower-run's way), UCX_TLS=hipower,self (no
 # auxiliary transport).
 # Runs test/mpi's ping-pong, alltoall, bcast/gather and one-sided programs
 # (each verifies its data) and checks that every rank's traffic went

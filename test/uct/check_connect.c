@@ -261,6 +261,69 @@ START_TEST(test_connect_first_use)
 }
 END_TEST
 
+typedef struct {
+    uct_pending_req_t super;
+    int               sent;
+} flush_req_t;
+
+static ucs_status_t flush_req_cb(uct_pending_req_t *self)
+{
+    flush_req_t *req    = ucs_container_of(self, flush_req_t, super);
+    ucs_status_t status = send_one(&pairs[0], 0, 0, fit_length(8, 0), 0);
+
+    req->sent = (status == UCS_OK);
+    return status;
+}
+
+/*
+ * A request in the pending queue of an endpoint whose handshake is under
+ * way is not flushed yet: uct_iface_flush() does not say UCS_OK before it
+ * went and completed (UCP's worker flush, and so MPI_Win_fence, rely on
+ * it).
+ */
+START_TEST(test_connect_flush_pending)
+{
+    double deadline = now_sec() + CONNECT_WAIT_SEC;
+    hipower_hs_iface_addr_t addr_b;
+    flush_req_t req;
+    ucs_status_t status;
+
+    connect_setup(NULL, NULL);
+    iface_address(&side_b, &addr_b);
+    ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &addr_b, &pairs[0].ep_a),
+                     UCS_OK);
+    num_pairs = 1;
+    ck_assert_int_eq(uct_iface_flush(side_a.iface, 0, NULL), UCS_OK);
+
+    /* As UCP does: the send is refused, the request queued */
+    req.sent       = 0;
+    req.super.func = flush_req_cb;
+    ck_assert_int_eq(send_one(&pairs[0], 0, 0, fit_length(8, 0), 0),
+                     UCS_ERR_NO_RESOURCE);
+    ck_assert_int_eq(uct_ep_pending_add(pairs[0].ep_a, &req.super, 0),
+                     UCS_OK);
+    /* In progress, as rc says it (not an error: UCP fails the flush) */
+    ck_assert_int_eq(uct_iface_flush(side_a.iface, 0, NULL), UCS_INPROGRESS);
+
+    while (!req.sent) {
+        ck_assert_int_eq(uct_iface_flush(side_a.iface, 0, NULL),
+                         UCS_INPROGRESS);
+        progress(1, 1);
+        ck_assert_msg(now_sec() < deadline, "the pending send never went");
+    }
+    do {
+        status = uct_iface_flush(side_a.iface, 0, NULL);
+        ck_assert((status == UCS_OK) || (status == UCS_INPROGRESS));
+        progress(1, 1);
+        ck_assert_msg(now_sec() < deadline, "the interface never flushed");
+    } while (status != UCS_OK);
+    wait_received(1);
+
+    destroy_pairs(0, 1);
+    connect_teardown();
+}
+END_TEST
+
 /*
  * Both sides send first, at once, on each of @a n pairs of endpoints: one
  * connection per pair, the same one seen from both sides, nothing
@@ -635,5 +698,6 @@ void add_connect_tests(Suite *suite)
     tcase_add_test(tcase, test_connect_hostile_requests);
     tcase_add_test(tcase, test_connect_destroy_midway);
     tcase_add_test(tcase, test_connect_many_queued);
+    tcase_add_test(tcase, test_connect_flush_pending);
     suite_add_tcase(suite, tcase);
 }

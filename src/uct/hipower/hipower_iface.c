@@ -592,34 +592,52 @@ static ucs_status_t uct_hipower_iface_do_flush(uct_hipower_iface_t *iface,
                                                uct_completion_t *comp)
 {
     unsigned num_in_progress   = 0;
+    unsigned num_busy          = 0;
     uct_hipower_ep_t *ep;
     ucs_status_t status;
 
     ucs_list_for_each(ep, &iface->ep_list, list) {
-        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) ||
-            (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+        if (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) {
             continue;
         }
 
-        status = uct_hipower_ep_flush(&ep->super.super, flags, comp);
+        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP)) {
+            /* Nothing posted yet; but what waits in its pending queue for
+             * the handshake (an endpoint made from an interface address)
+             * is not flushed: UCP's worker flush takes UCS_OK here for
+             * "every endpoint flushed" (UCX 1.22 completed Open MPI's
+             * MPI_Win_fence with the first MPI_Put still waiting for its
+             * connection) */
+            status = ucs_queue_is_empty(&ep->pending_q) ? UCS_OK :
+                     UCS_ERR_NO_RESOURCE;
+        } else {
+            status = uct_hipower_ep_flush(&ep->super.super, flags, comp);
+        }
         if (status == UCS_INPROGRESS) {
             ++num_in_progress;
+        } else if ((status == UCS_ERR_NO_RESOURCE) && (comp == NULL)) {
+            /* Pending requests first: not flushed, nothing to call back
+             * (rc's answer too; UCP's worker flush takes an error status
+             * for a failure, and then flushes endpoint by endpoint) */
+            ++num_busy;
         } else if (status == UCS_ERR_NO_RESOURCE) {
-            /* Pending requests first; the caller progresses and retries.
-             * Endpoints already flushing will decrement comp: keep count */
-            if ((comp != NULL) && (num_in_progress > 0)) {
+            /* The completion could never fire for this one: the caller
+             * progresses and retries. Endpoints already flushing will
+             * decrement comp: keep count */
+            if (num_in_progress > 0) {
                 comp->count += num_in_progress;
             }
             return UCS_ERR_NO_RESOURCE;
         }
     }
 
-    if (num_in_progress == 0) {
+    if ((num_in_progress == 0) && (num_busy == 0)) {
         UCT_TL_IFACE_STAT_FLUSH(&iface->super);
         return UCS_OK;
     }
 
-    /* The user's one completion fires when the last endpoint is done */
+    /* The user's one completion fires when the last endpoint is done
+     * (num_busy is 0 with one) */
     if (comp != NULL) {
         comp->count += num_in_progress - 1;
     }
