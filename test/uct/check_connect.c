@@ -261,6 +261,64 @@ START_TEST(test_connect_first_use)
 }
 END_TEST
 
+/*
+ * A peer that vanishes without a goodbye (its process killed: its QP stops
+ * answering) does not leave the endpoint its interface made here until
+ * the interface closes: it is probed every CONNECT_TIMEOUT and goes when
+ * the probe fails, with no error for anybody at B (it has no user).
+ */
+START_TEST(test_connect_vanished_peer)
+{
+    hipower_hs_iface_addr_t addr_b;
+    struct ibv_qp_attr attr;
+    uct_hipower_iface_t *ib;
+    double deadline, start;
+
+    connect_setup("1s", NULL);
+    ib = hiface(&side_b);
+    iface_address(&side_b, &addr_b);
+    ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &addr_b, &pairs[0].ep_a),
+                     UCS_OK);
+    num_pairs = 1;
+    send_retrying(0, 4);
+    wait_received(4);
+    ck_assert_uint_eq(ib->cm.num_internal, 1);
+    ck_assert_uint_eq(ib->num_eps, 1);
+
+    /* Alive: probed, and kept */
+    start    = now_sec();
+    deadline = start + CONNECT_WAIT_SEC;
+    while (ib->stats.cm_probes == 0) {
+        progress(1, 1);
+        ck_assert_msg(now_sec() < deadline, "no probe of the internal "
+                      "endpoint in %.0f s (CONNECT_TIMEOUT 1 s)",
+                      CONNECT_WAIT_SEC);
+    }
+    while (now_sec() < start + 3.0) {
+        progress(1, 1);
+    }
+    ck_assert_uint_eq(ib->cm.num_internal, 1);
+
+    /* A's side dies without a word: its QP stops answering */
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state = IBV_QPS_ERR;
+    ck_assert_int_eq(ibv_modify_qp(hep(pairs[0].ep_a)->txqp.qp, &attr,
+                                   IBV_QP_STATE), 0);
+    deadline = now_sec() + CONNECT_WAIT_SEC;
+    while (ib->num_eps > 0) {
+        progress(0, 1);
+        ck_assert_msg(now_sec() < deadline, "the internal endpoint of a "
+                      "vanished peer still there after %.0f s",
+                      CONNECT_WAIT_SEC);
+    }
+    ck_assert_uint_eq(ib->cm.num_internal, 0);
+    ck_assert_uint_eq(ep_errors_b, 0);
+
+    destroy_pairs(0, 1);
+    connect_teardown();
+}
+END_TEST
+
 typedef struct {
     uct_pending_req_t super;
     int               sent;
@@ -699,5 +757,6 @@ void add_connect_tests(Suite *suite)
     tcase_add_test(tcase, test_connect_destroy_midway);
     tcase_add_test(tcase, test_connect_many_queued);
     tcase_add_test(tcase, test_connect_flush_pending);
+    tcase_add_test(tcase, test_connect_vanished_peer);
     suite_add_tcase(suite, tcase);
 }

@@ -329,8 +329,12 @@ static void uct_hipower_cm_conn_free(uct_hipower_cm_conn_t *conn)
     }
 }
 
-/* Past their deadline: failed, for progress to report. Removes itself
- * when no handshake is left, so an idle process has no timer */
+/* Handshakes past their deadline: failed, for progress to report.
+ * Internal endpoints: probed every CONNECT_TIMEOUT by progress, so that
+ * one whose peer vanished without a goodbye (killed, or its endpoint
+ * destroyed mid-handshake) goes when its QP fails, not at interface close
+ * (a peer that sends on it never needs a user's endpoint here). Removes
+ * itself when neither is left, so an idle process has no timer */
 static void uct_hipower_cm_timer(int id, ucs_event_set_types_t events,
                                  void *arg)
 {
@@ -338,9 +342,10 @@ static void uct_hipower_cm_timer(int id, ucs_event_set_types_t events,
     uct_hipower_cm_conn_t *conn;
     ucs_time_t now;
 
-    if (ucs_list_is_empty(&iface->cm.conns)) {
+    if (ucs_list_is_empty(&iface->cm.conns) && (iface->cm.num_internal == 0)) {
         ucs_async_remove_handler(id, 0);
-        iface->cm.timer_id = 0;
+        iface->cm.timer_id   = 0;
+        iface->cm.next_probe = 0;
         return;
     }
 
@@ -349,6 +354,16 @@ static void uct_hipower_cm_timer(int id, ucs_event_set_types_t events,
         if (!conn->queued && (now > conn->deadline)) {
             uct_hipower_cm_conn_queue(conn, UCT_HIPOWER_CONN_ERROR, ETIMEDOUT);
         }
+    }
+
+    if (iface->cm.num_internal == 0) {
+        iface->cm.next_probe = 0;
+    } else if (iface->cm.next_probe == 0) {
+        iface->cm.next_probe = now + iface->cm.timeout;
+    } else if ((now > iface->cm.next_probe) && !iface->cm.probe_due) {
+        iface->cm.probe_due  = 1;
+        iface->cm.next_probe = now + iface->cm.timeout;
+        uct_hipower_cm_signal(iface);
     }
 }
 
@@ -697,6 +712,8 @@ static ucs_status_t uct_hipower_cm_ep_internal(uct_hipower_iface_t *iface,
     ep->cm.peer_uuid = req->src_uuid;
     ep->cm.conn_sn   = req->conn_sn;
     ++iface->cm.num_internal;
+    /* Its probes (the handshake's timer runs now: this keeps it going) */
+    uct_hipower_cm_timer_start(iface);
     iface->stats.cm_internal++;
     if (req->src_uuid != iface->cm.addr.uuid) {
         /* The user's endpoint to that peer, when made, takes this one */
@@ -978,6 +995,22 @@ unsigned uct_hipower_cm_progress(uct_hipower_iface_t *iface)
         ++count;
     }
 
+    if (iface->cm.probe_due) {
+        /* A signaled zero-length write each (uct_ep_check()'s): a dead
+         * peer fails it after the retries, and the failure dooms the
+         * endpoint (uct_hipower_cm_ep_gone()). One busy with its own
+         * signaled requests is probed by them. */
+        iface->cm.probe_due = 0;
+        ucs_list_for_each(ep, &iface->ep_list, list) {
+            if (ep->cm.internal &&
+                (ep->cm.listed == UCT_HIPOWER_CM_LISTED_NONE) &&
+                (uct_hipower_ep_check(&ep->super.super, 0, NULL) == UCS_OK)) {
+                iface->stats.cm_probes++;
+                ++count;
+            }
+        }
+    }
+
     return count;
 }
 
@@ -995,7 +1028,8 @@ ucs_status_t uct_hipower_cm_arm(uct_hipower_iface_t *iface)
         uct_hipower_cm_poll(iface);
     }
 
-    if ((iface->cm.num_ready > 0) || !ucs_list_is_empty(&iface->cm.doomed)) {
+    if ((iface->cm.num_ready > 0) || !ucs_list_is_empty(&iface->cm.doomed) ||
+        iface->cm.probe_due) {
         return UCS_ERR_BUSY;
     }
     return UCS_OK;
@@ -1214,6 +1248,8 @@ void uct_hipower_cm_construct(uct_hipower_iface_t *iface)
     iface->cm.num_active   = 0;
     iface->cm.num_passive  = 0;
     iface->cm.num_internal = 0;
+    iface->cm.probe_due    = 0;
+    iface->cm.next_probe   = 0;
     iface->cm.last_warn    = 0;
     iface->cm.listen_paused = 0;
     memset(&iface->cm.addr, 0, sizeof(iface->cm.addr));

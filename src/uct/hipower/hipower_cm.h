@@ -87,7 +87,11 @@ typedef struct uct_hipower_cm {
     ucs_list_link_t              waiting;    /* Endpoints queued to connect */
     ucs_list_link_t              doomed;     /* Internal eps to destroy */
     unsigned                     num_internal;
-    int                          timer_id;   /* Deadlines; 0: not running */
+    int                          probe_due;  /* Timer to progress: probe
+                                                the internal endpoints */
+    ucs_time_t                   next_probe; /* When; 0: none planned */
+    int                          timer_id;   /* Deadlines and probes; 0:
+                                                not running */
     ucs_time_t                   timeout;    /* UCX_HIPOWER_CONNECT_TIMEOUT */
     ucs_time_t                   last_warn;  /* Refused-request log limit */
 } uct_hipower_cm_t;
@@ -112,7 +116,7 @@ void uct_hipower_cm_cleanup(struct uct_hipower_iface *iface);
  * is under way): returns how many */
 unsigned uct_hipower_cm_poll(struct uct_hipower_iface *iface);
 
-/* Finished handshakes and doomed endpoints: from progress */
+/* Finished handshakes, doomed endpoints, due probes: from progress */
 unsigned uct_hipower_cm_progress(struct uct_hipower_iface *iface);
 
 /* UCS_ERR_BUSY if handshakes wait for progress; drains the eventfd */

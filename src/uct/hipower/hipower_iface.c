@@ -826,8 +826,10 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
         count += uct_hipower_cm_poll(iface);
     }
     if (ucs_unlikely(iface->cm.num_ready > 0) ||
-        ucs_unlikely(!ucs_list_is_empty(&iface->cm.doomed))) {
-        /* Handshakes that finished, endpoints made for peers that left */
+        ucs_unlikely(!ucs_list_is_empty(&iface->cm.doomed)) ||
+        ucs_unlikely(iface->cm.probe_due)) {
+        /* Handshakes that finished, endpoints made for peers that left,
+         * probes of those made for peers */
         count += uct_hipower_cm_progress(iface);
     }
 

@@ -93,6 +93,8 @@
     _f(cm_refused)       /* Requests refused (malformed, stale, \
                             duplicate, no room, too many at once) */ \
     _f(cm_failed)        /* Our handshakes that failed an endpoint */ \
+    _f(cm_probes)        /* Probes of internal endpoints (a peer that \
+                            vanished without a goodbye) */ \
     _f(peak_eps)         /* Most endpoints at once */ \
     _f(pool_bytes)       /* Receive slot arena: UCX_HIPOWER_MEM_BUDGET \
                             rounded to slots, pinned at open */ \
