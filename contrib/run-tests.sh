@@ -128,8 +128,12 @@ read -r o_total o_bad < <(sed -n 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), 
 read -r o_pass o_fail < <(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' other-ucx-tests.log |
                           awk '{ p += $1; f += $2 } END { print p + 0, f + 0 }')
 while read -r line; do other_summary+=("$line"); done < <(
-    awk '/^==== UCX / { v = $3 } /^[0-9]+ passed, [0-9]+ failed/ && v != "" { r[v] = $1 " passed, " $3 " failed" }
-         END { for (v in r) print "UCX " v " rig tests (loader, UCT transport program, ucx_perftest, UCP consumer): " r[v] }' other-ucx-tests.log)
+    awk '/^==== UCX / { v = $3 }
+         /^(PASS|FAIL|SKIP)[ :(].* t_[a-z0-9_]+/ && v != "" {
+             match($0, / t_[a-z0-9_]+/); t = substr($0, RSTART + 3, RLENGTH - 3)
+             n[v] = n[v] (n[v] == "" ? "" : ", ") t }
+         /^[0-9]+ passed, [0-9]+ failed/ && v != "" { r[v] = $1 " passed, " $3 " failed" }
+         END { for (v in r) print "UCX " v " rig tests (" n[v] "): " r[v] }' other-ucx-tests.log)
 while read -r v rest; do other_summary+=("UCX $v unit tests: $rest"); done < <(sed 's/^UCX //' other-ucx-unit.log)
 [ "$other_rig_rc" != 0 ] && [ "$o_fail" = 0 ] && o_fail=1
 o_fail=$((o_fail + o_bad + other_bad))
