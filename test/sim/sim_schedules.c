@@ -169,7 +169,8 @@ static struct {
                           stops, scribbles, pending_adds, garbage,
                           device_events, epoch_wraps,
                           errors_reported, runs_restarted, runs_at_period,
-                          rnr_naks, rnr_naks_honest, bundles, bundled;
+                          rnr_naks, rnr_naks_honest, bundles, bundled,
+                          fill_batches;
     uint8_t               msg_buf[MSG_MAX];
     double                slowest_sec;
     uint64_t              slowest_seed;
@@ -463,7 +464,7 @@ static void sched_open_sides(void)
 {
     char slots[16], min_slots[16], budget[32];
     const char *slot_size, *mode, *idle, *grant, *txq, *signal, *batch,
-               *hold, *shared, *stats, *bundle, *window;
+               *hold, *shared, *stats, *bundle, *window, *fill;
     static const char *windows[] = {"0", "0", "1", "2"};
     static const struct {
         const char *value;
@@ -529,6 +530,12 @@ static void sched_open_sides(void)
     if (getenv("HIPOWER_SCHED_WINDOW") != NULL) {
         window = getenv("HIPOWER_SCHED_WINDOW"); /* Replays */
     }
+    /* Filled slots (on by default) in three schedules of four, from
+     * another bit of the seed's hash, as the window */
+    fill      = (((sch.seed * 0x9e3779b97f4a7c15ull) >> 60) & 3) ? "y" : "n";
+    if (getenv("HIPOWER_SCHED_FILL") != NULL) {
+        fill = getenv("HIPOWER_SCHED_FILL"); /* Replays: y or n */
+    }
     /* The pool is shared in self mode only: there an endpoint is never
      * refused, elsewhere one finds no run of MIN_SLOTS left */
     sch.shared_pool = !strcmp(mode, "self") && !strcmp(shared, "y");
@@ -569,11 +576,12 @@ static void sched_open_sides(void)
     sched_trace("settings: NOTIFY=%s SLOT_SIZE=%s SLOTS=%s MIN_SLOTS=%s "
                 "MEM_BUDGET=%s MAX_EPS=%s IDLE_TIME=%s GRANT_TIMEOUT=%s TX_QUEUE_LEN=%s "
                 "SIGNAL_INTERVAL=%s ANNOUNCE_BATCH=%s HOLD_SLOTS=%s "
-                "SHARED_POOL=%s BUNDLE=%s BUNDLE_WINDOW=%s, epochs from 0x%" PRIx64
+                "SHARED_POOL=%s BUNDLE=%s BUNDLE_WINDOW=%s BUNDLE_FILL=%s, "
+                "epochs from 0x%" PRIx64
                 ", runs start %u messages before their period", mode, slot_size,
                 slots, min_slots, budget,
                 max_eps, idle, grant, txq, signal, batch, hold, shared,
-                bundle, window, sch.epoch_origin, sch.seq_before);
+                bundle, window, fill, sch.epoch_origin, sch.seq_before);
 
     for (s = 0; s < NUM_SIDES; ++s) {
         side        = &sch.sides[s];
@@ -606,6 +614,7 @@ static void sched_open_sides(void)
         sched_config(config, "SHARED_POOL", shared);
         sched_config(config, "BUNDLE", bundle);
         sched_config(config, "BUNDLE_WINDOW", window);
+        sched_config(config, "BUNDLE_FILL", fill);
         sched_config(config, "STATS", stats);
         /* Retries end in virtual milliseconds, not seconds */
         sched_config(config, "TIMEOUT", "1ms");
@@ -1483,6 +1492,7 @@ static void sched_finish(void)
         iface = ucs_derived_of(side->iface, uct_hipower_iface_t);
         sch.bundles += iface->stats.tx_bundles;
         sch.bundled += iface->stats.tx_bundled;
+        sch.fill_batches += iface->stats.tx_fill_batches;
         uct_iface_close(side->iface);
         uct_worker_destroy(side->worker);
         ucs_async_context_destroy(side->async);
@@ -1684,14 +1694,16 @@ int main(int argc, char **argv)
            " endpoint errors reported, %" PRIu64 " endpoints past an epoch "
            "wrap, %" PRIu64 " runs past their sequence restart (%" PRIu64
            " resting at it), %" PRIu64 " RNR NAKs (%" PRIu64 " without "
-           "faults), %" PRIu64 " bundles carried %" PRIu64 " messages; "
+           "faults), %" PRIu64 " bundles carried %" PRIu64 " messages (%"
+           PRIu64 " of them batches of a filled slot); "
            "slowest schedule %" PRIu64 " (%.2f s)\n",
            first, first + ran - 1, ran, failed, secs, sch.conns_made, sch.msgs_sent, sch.msgs_delivered,
            sch.pending_adds, sch.faults_done, sch.device_events, sch.stops,
            sch.scribbles,
            sch.garbage, sch.errors_reported, sch.epoch_wraps,
            sch.runs_restarted, sch.runs_at_period, sch.rnr_naks,
-           sch.rnr_naks_honest, sch.bundles, sch.bundled, sch.slowest_seed,
+           sch.rnr_naks_honest, sch.bundles, sch.bundled, sch.fill_batches,
+           sch.slowest_seed,
            sch.slowest_sec);
     fflush(stdout);
     if (failed > 0) {

@@ -26,6 +26,11 @@ static uct_hipower_ep_t *ep_of(uct_ep_h ep)
     return ucs_derived_of(ep, uct_hipower_ep_t);
 }
 
+static int self_mode(void)
+{
+    return !strcmp(getenv("UCX_HIPOWER_NOTIFY") ? : "self", "self");
+}
+
 static int pull_mode(void)
 {
     return !strcmp(getenv("UCX_HIPOWER_NOTIFY") ? : "self", "pull");
@@ -752,6 +757,24 @@ START_TEST(test_bundle_bcopy_too_long)
 }
 END_TEST
 
+/* Two pairs; A's first @a seq messages on pair 0 delivered; B's address of
+ * that endpoint in *addr: a hostile frame goes after them */
+static void hostile_setup(uct_hipower_ep_addr_t *addr, uint32_t seq)
+{
+    unsigned i;
+
+    setup_pairs(2);
+    hold_probability = 0;
+    for (i = 0; i < seq; ++i) {
+        ck_assert_int_eq(send_one(&pairs[0], 0, 1, 64, 1), UCS_OK);
+    }
+    flush_all();
+    progress_until_received(seq, 1, 1);
+    ck_assert_uint_eq(received, seq);
+    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_b,
+                                        (uct_ep_addr_t*)addr), UCS_OK);
+}
+
 /*
  * A hostile peer's bundle (self mode): A writes, as B's next message, a
  * bundle frame with the right key whose first record is an honest message
@@ -765,22 +788,12 @@ START_TEST(test_bundle_hostile_lengths)
     uint8_t image[512];
     uint32_t seq = 16, frame_length, msg_length = 40;
     uint64_t hdr;
-    unsigned i;
 
-    if (strcmp(getenv("UCX_HIPOWER_NOTIFY") ? : "self", "self")) {
+    if (!self_mode()) {
         printf("bundles: hostile frame: self mode only\n");
         return;
     }
-    setup_pairs(2);
-    hold_probability = 0;
-    for (i = 0; i < seq; ++i) {
-        ck_assert_int_eq(send_one(&pairs[0], 0, 1, 64, 1), UCS_OK);
-    }
-    flush_all();
-    progress_until_received(seq, 1, 1);
-    ck_assert_uint_eq(received, seq);
-    ck_assert_int_eq(uct_ep_get_address(pairs[0].ep_b,
-                                        (uct_ep_addr_t*)&addr), UCS_OK);
+    hostile_setup(&addr, seq);
     ck_assert_uint_eq(addr.align, 1);
 
     /* Message seq + 1 of B's: [record: an intact message][record: a
@@ -798,6 +811,195 @@ START_TEST(test_bundle_hostile_lengths)
     /* B delivers message seq, the bundle's first record, then fails */
     hostile_frame_fails(&addr, seq, image, frame_length + 16, 1,
                         "a bundle whose second record leaves the frame");
+    ck_assert_uint_eq(iface_of(&side_b)->stats.rx_bundled, 1);
+    teardown_pairs();
+}
+END_TEST
+
+/* Slots B received into, as its counters say: one per frame, bundles
+ * included, but one for all the batches of a filled slot */
+static uint64_t slots_received(uct_hipower_iface_t *ib)
+{
+    return ib->stats.rx_msgs - ib->stats.rx_bundled + ib->stats.rx_bundles -
+           ib->stats.rx_fill_batches;
+}
+
+/* A bursts @a n messages without progress (a window of 1 holds all but
+ * the first while one frame is in flight), then progresses alone until
+ * its bundle has gone */
+static void fill_burst(unsigned first, unsigned n)
+{
+    uct_hipower_iface_t *ia = iface_of(&side_a);
+    unsigned i, spins;
+
+    for (i = first; i < first + n; ++i) {
+        ck_assert_int_eq(send_one(&pairs[0], 0, 1 + (i % 3),
+                                  fit_length(8 + (i % 24), i % 2), i % 2),
+                         UCS_OK);
+    }
+    for (spins = 0; (ia->tx.bundles_open > 0) && (spins < 20000000);
+         ++spins) {
+        progress(1, 0);
+    }
+    ck_assert_uint_eq(ia->tx.bundles_open, 0);
+}
+
+/*
+ * Filled slots (UCX_HIPOWER_BUNDLE_FILL, self mode), with a window of 1 so
+ * that bundles form: a burst's bundle opens a filled slot; the next
+ * burst's bundle goes into the same slot, below it (a batch: no slot of
+ * its own, no free slot needed); B delivers both as they land and keeps
+ * the slot (its ring stays there) until A's next frame, a lone message in
+ * a slot of its own, arrives. Every message arrives in order and intact.
+ * Then a stream of 3,000 small messages: every one in order and intact,
+ * the batches counted alike at both ends, and B's slots fewer than the
+ * bundles and frames that carried them. Red when a batch takes a slot of
+ * its own, when B moves past an open slot or never closes it.
+ */
+START_TEST(test_bundle_fill)
+{
+    enum { N = 20, STREAM = 3000 };
+    uct_hipower_iface_t *ia, *ib;
+    uct_hipower_ep_t *ep_b;
+    uint32_t head, free_slots;
+    unsigned i, spins;
+    ucs_status_t status;
+
+    if (!self_mode()) {
+        printf("filled slots: self mode only\n");
+        return;
+    }
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", "1", 1);
+    setenv("UCX_HIPOWER_BUNDLE_HOLD_TIME", "1s", 1);
+    setup_pairs(1);
+    hold_probability = 0;
+    ia   = iface_of(&side_a);
+    ib   = iface_of(&side_b);
+    ep_b = ep_of(pairs[0].ep_b);
+    ck_assert(ep_of(pairs[0].ep_a)->flags & UCT_HIPOWER_EP_FLAG_FILL);
+
+    /* One frame alone, the rest a bundle: a filled slot's first batch */
+    fill_burst(0, N);
+    ck_assert_uint_eq(ia->stats.tx_fills, 1);
+    ck_assert_uint_eq(ia->stats.tx_fill_batches, 0);
+    head       = ep_of(pairs[0].ep_a)->tx.ring.head;
+    free_slots = hipower_tx_ring_free(&ep_of(pairs[0].ep_a)->tx.ring);
+    /* The next burst's bundle: a batch into that slot, no slot taken */
+    fill_burst(N, N);
+    ck_assert_uint_eq(ia->stats.tx_fills, 1);
+    ck_assert_uint_eq(ia->stats.tx_fill_batches, 1);
+    ck_assert_uint_eq(ep_of(pairs[0].ep_a)->tx.ring.head, head);
+    ck_assert_uint_le(hipower_tx_ring_free(&ep_of(pairs[0].ep_a)->tx.ring),
+                      free_slots);
+
+    progress_until_received(2 * N, 0, 1);
+    ck_assert_uint_eq(received, 2 * N);
+    ck_assert_uint_eq(ib->stats.rx_fill_batches, 1);
+    ck_assert_msg(ep_b->rx.fill_done != 0, "B moved past the filled slot "
+                  "before A's next frame");
+    for (spins = 0; spins < 100000; ++spins) {
+        progress(0, 1);
+    }
+    ck_assert(ep_b->rx.fill_done != 0);
+
+    /* A's next message goes alone (nothing in flight once A saw the
+     * batch's completion): its frame closes the slot at B */
+    for (spins = 0; spins < 100000; ++spins) {
+        progress(1, 0);
+    }
+    ck_assert_int_eq(send_one(&pairs[0], 0, 2, fit_length(64, 0), 0), UCS_OK);
+    ck_assert_uint_eq(ia->tx.bundles_open, 0);
+    progress_until_received(2 * N + 1, 1, 1);
+    ck_assert_uint_eq(received, 2 * N + 1);
+    ck_assert_uint_eq(ep_b->rx.fill_done, 0);
+    ck_assert_uint_eq(slots_received(ib), 3);
+    /* B's count of what it got is A's count of what it announced (the
+     * sleep handshake compares them): a frame per slot, a batch each */
+    ck_assert_uint_eq(uct_hipower_ep_rx_delivered(ep_b),
+                      (uint32_t)ep_of(pairs[0].ep_a)->tx.msgs);
+
+    /* A stream, both sides progressing every few messages (bundles of a
+     * few, which fill slots together) and when A is refused */
+    for (i = 0; i < STREAM;) {
+        status = send_one(&pairs[0], 0, 1 + (i % 3),
+                          fit_length(8 + (i % 24), i % 2), i % 2);
+        if (status == UCS_OK) {
+            if ((++i % 8) == 0) {
+                progress(1, 1);
+            }
+            continue;
+        }
+        ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
+        progress(1, 1);
+    }
+    flush_all();
+    progress_until_received(2 * N + 1 + STREAM, 1, 1);
+    ck_assert_uint_eq(received, 2 * N + 1 + STREAM);
+    printf("filled slots: %u messages in %" PRIu64 " slots of B (%" PRIu64
+           " bundles, %" PRIu64 " of them batches of an open slot, %" PRIu64
+           " messages bundled); %.1f bytes of B's slots per message\n",
+           2 * N + 1 + STREAM, slots_received(ib), ia->stats.tx_bundles,
+           ia->stats.tx_fill_batches, ia->stats.tx_bundled,
+           (double)slots_received(ib) * ib->stats.slot_bytes /
+           (2 * N + 1 + STREAM));
+    ck_assert_uint_gt(ia->stats.tx_fill_batches, 1);
+    ck_assert_uint_eq(ib->stats.rx_fill_batches, ia->stats.tx_fill_batches);
+    ck_assert_uint_eq(ib->stats.rx_bundles, ia->stats.tx_bundles);
+    ck_assert_uint_eq(ib->stats.rx_bundled, ia->stats.tx_bundled);
+    ck_assert_uint_lt(slots_received(ib),
+                      ia->stats.tx_msgs - ia->stats.tx_bundled +
+                      ia->stats.tx_bundles);
+    if (ep_b->rx.fill_done == 0) {
+        ck_assert_uint_eq(uct_hipower_ep_rx_delivered(ep_b),
+                          (uint32_t)ep_of(pairs[0].ep_a)->tx.msgs);
+    }
+    ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * A hostile filled slot (self mode): A writes, as B's next message, a
+ * filled slot with the right key and two batches: the first an honest
+ * message, the second with a footer that says it is larger than what the
+ * slot's length leaves. B delivers the first, then fails the endpoint
+ * (UCS_ERR_IO_ERROR, once) without reading below the slot's length; the
+ * other endpoint goes on.
+ */
+START_TEST(test_bundle_fill_hostile)
+{
+    uct_hipower_ep_addr_t addr;
+    uint8_t image[512];
+    uint32_t seq = 16, msg_length = 40, batch, length;
+    uint64_t word;
+
+    if (!self_mode()) {
+        printf("filled slots: hostile slot: self mode only\n");
+        return;
+    }
+    hostile_setup(&addr, seq);
+    ck_assert(addr.flags & UCT_HIPOWER_EP_ADDR_FLAG_FILL);
+
+    /* [batch 2: a record, a footer that lies][batch 1: an intact message,
+     * its footer][trailer], built byte by byte as a peer would
+     * (docs/protocol.md 2.2) */
+    memset(image, 0, sizeof(image));
+    batch = 8 + msg_length + 8;
+    word  = (uint64_t)msg_length | ((uint64_t)1 << 32);
+    memcpy(image, &word, sizeof(word));
+    word  = 4096 | ((uint64_t)HIPOWER_SLOT_AM_FILL << 32);
+    memcpy(image + batch - 8, &word, sizeof(word));
+    word  = (uint64_t)msg_length | ((uint64_t)1 << 32);
+    memcpy(image + batch, &word, sizeof(word));
+    fill_message(image + batch + 8, 0, seq + 1, 1, msg_length);
+    word  = batch | ((uint64_t)HIPOWER_SLOT_AM_FILL << 32);
+    memcpy(image + 2 * batch - 8, &word, sizeof(word));
+    length = 2 * batch;
+    hipower_slot_trailer_store(image + length, HIPOWER_SLOT_AM_FILL, length,
+                               seq + 1, 0);
+    hostile_frame_fails(&addr, seq, image, length + 16, 1,
+                        "a filled slot whose second batch leaves its length");
     ck_assert_uint_eq(iface_of(&side_b)->stats.rx_bundled, 1);
     teardown_pairs();
 }
@@ -835,4 +1037,6 @@ void add_bundle_tests(Suite *suite)
     BUNDLE_CASE(suite, bundle_hostile_lengths);
     BUNDLE_CASE(suite, bundle_full_packs_nothing);
     BUNDLE_CASE(suite, bundle_bcopy_too_long);
+    BUNDLE_CASE(suite, bundle_fill);
+    BUNDLE_CASE(suite, bundle_fill_hostile);
 }

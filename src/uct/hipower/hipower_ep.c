@@ -913,8 +913,10 @@ ucs_status_t uct_hipower_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr)
     ep_addr->ctrl_write_rkey = ep->ctrl_write.rkey;
     ep_addr->notify          = iface->config.notify;
     ep_addr->path_mtu        = iface->config.path_mtu;
-    ep_addr->flags           = iface->config.bundle ?
-                               UCT_HIPOWER_EP_ADDR_FLAG_BUNDLES : 0;
+    ep_addr->flags           = (iface->config.bundle ?
+                                UCT_HIPOWER_EP_ADDR_FLAG_BUNDLES : 0) |
+                               (iface->config.bundle_fill ?
+                                UCT_HIPOWER_EP_ADDR_FLAG_FILL : 0);
     return UCS_OK;
 }
 
@@ -1164,6 +1166,12 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
         (layout.align == 1)) {
         ep->flags |= UCT_HIPOWER_EP_FLAG_BUNDLES;
         hipower_txwin_init(&ep->tx.win, iface->config.bundle_window);
+        /* Bundles into the same slot until it is full: both sides said so
+         * (a peer in another mode refused the connection already) */
+        if (iface->config.bundle_fill &&
+            (ep_addr->flags & UCT_HIPOWER_EP_ADDR_FLAG_FILL)) {
+            ep->flags |= UCT_HIPOWER_EP_FLAG_FILL;
+        }
     }
     ep->peer.slots_addr        = ep_addr->slots_addr;
     ep->peer.slots_rkey        = ep_addr->slots_rkey;
@@ -1445,6 +1453,11 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->tx.run_req          = hipower_run_req_make(self->tx.epoch, 0, 0);
     self->rx.epoch            = self->tx.epoch;
     self->rx.wants            = 0;
+    self->rx.fill_done        = 0;
+    self->rx.fill_extra       = 0;
+    self->tx.fill.seq         = 0;
+    self->tx.fill.length      = 0;
+    self->tx.fill.ack_flags   = 0;
     self->rx.granted.count    = 0;
     self->rx.granted.start    = 0;
     /* The first bitmap write always wakes the peer: it may have gone to

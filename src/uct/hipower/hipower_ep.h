@@ -4,6 +4,7 @@
 #ifndef UCT_HIPOWER_EP_H_
 #define UCT_HIPOWER_EP_H_
 
+#include "hipower_fill.h"
 #include "hipower_iface.h"
 #include "hipower_window.h"
 #include "hipower_txq.h"
@@ -91,7 +92,11 @@ enum {
      * which gathers no more: later short and bcopy messages wait for it
      * to go (and a bcopy packer does not run for a send that is refused
      * anyway) */
-    UCT_HIPOWER_EP_FLAG_BUNDLE_FULL    = UCS_BIT(29)
+    UCT_HIPOWER_EP_FLAG_BUNDLE_FULL    = UCS_BIT(29),
+    /* Sender: bundles of two or more messages fill a slot of the peer one
+     * after the other (tx.fill): both sides enable UCX_HIPOWER_BUNDLE_FILL
+     * (hipower_fill.h, hipower_ep_bundle.c) */
+    UCT_HIPOWER_EP_FLAG_FILL           = UCS_BIT(30)
 };
 
 
@@ -132,6 +137,12 @@ typedef struct uct_hipower_ep {
 
     struct {
         hipower_rx_ring_t        ring;
+        /* The slot at the ring's head is a filled slot still open
+         * (hipower_fill.h): the bytes of its batches walked, 0 if none */
+        uint32_t                 fill_done;
+        /* Batches walked in filled slots beyond one per slot moved past:
+         * with ring.taken, what the sender's announced count counts */
+        uint32_t                 fill_extra;
         void                     *slots;
         uct_hipower_window_t     win;          /* The peer writes our slots */
         uint32_t                 first_slot;   /* In the arena */
@@ -180,6 +191,13 @@ typedef struct uct_hipower_ep {
             uct_hipower_tx_op_t  *op;
             hipower_bundle_t     frame;
         } bundle;
+        /* The peer's slot our bundles fill (FLAG_FILL): open while no
+         * slot was taken after it (ring.head == seq + 1) and length > 0 */
+        struct {
+            uint32_t             seq;
+            uint32_t             length;       /* Of its batches so far */
+            uint64_t             ack_flags;    /* Its first frame's switch */
+        } fill;
     } tx;
 
     struct {
@@ -609,8 +627,32 @@ uct_hipower_ep_bundle_fits(uct_hipower_ep_t *ep, uint32_t length)
     if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
         return length <= max_payload;
     }
+    /* A bundle that fills a slot ends with its batch footer */
     return (uint64_t)ep->tx.bundle.frame.length +
-           hipower_bundle_record_size(length) <= max_payload;
+           hipower_bundle_record_size(length) +
+           ((ep->flags & UCT_HIPOWER_EP_FLAG_FILL) ?
+            HIPOWER_FILL_FOOTER_SIZE : 0) <= max_payload;
+}
+
+/* Posts a batch of @a size bytes at @a data in @a op's buffer (records and
+ * footer, room for the trailer after them) into the peer's slot our
+ * bundles fill, below its batches so far, and the slot's trailer after it
+ * (hipower_ep_am.c); the caller checked uct_hipower_ep_fill_takes() and
+ * the room for three work requests */
+ucs_status_t uct_hipower_ep_send_batch(uct_hipower_ep_t *ep, void *data,
+                                       uint32_t size, uct_hipower_tx_op_t *op);
+
+/* Whether the peer's slot our bundles fill takes a batch of @a size: no
+ * slot was taken since it was (a take moves ring.head; a switch to a new
+ * run clears the length), and it has room */
+static UCS_F_ALWAYS_INLINE int
+uct_hipower_ep_fill_takes(const uct_hipower_ep_t *ep, uint32_t size)
+{
+    return (ep->tx.fill.length != 0) &&
+           (ep->tx.ring.head == ep->tx.fill.seq + 1) &&
+           hipower_fill_fits(ep->tx.fill.length, size,
+                             uct_hipower_ep_iface((uct_hipower_ep_t*)ep)->
+                                     config.max_payload);
 }
 
 /* Posts the open bundle if a slot and room are there, and with
@@ -983,6 +1025,19 @@ unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep);
 
 /* Whether the next message has arrived */
 int uct_hipower_ep_rx_ready(uct_hipower_ep_t *ep);
+
+/* The peer moved to another run: the filled slot at the ring's head, if
+ * open, gets nothing more; delivers the rest of it and moves the ring
+ * past it. Returns the messages delivered. */
+unsigned uct_hipower_ep_rx_fill_close(uct_hipower_ep_t *ep);
+
+/* Frames and batches delivered, mod 2^32: what the peer's announced count
+ * counts (one per slot it took, one per batch it added to a filled slot) */
+static UCS_F_ALWAYS_INLINE uint32_t
+uct_hipower_ep_rx_delivered(const uct_hipower_ep_t *ep)
+{
+    return hipower_rx_ring_taken(&ep->rx.ring) + ep->rx.fill_extra;
+}
 
 /* The active set (hipower_active.h, hipower_ep_active.c): progress visits
  * an endpoint only while it is active */

@@ -193,7 +193,7 @@ void uct_hipower_ep_demote_done(uct_hipower_ep_t *ep, uint64_t gen)
     announced = *(volatile uint64_t*)&ep->ctrl->peer_announced;
     verdict   = hipower_demote_verdict(gen, ep->event.posted_gen,
                                        !!(ep->flags & UCT_HIPOWER_EP_FLAG_NEWS),
-                                       hipower_rx_ring_taken(&ep->rx.ring),
+                                       uct_hipower_ep_rx_delivered(ep),
                                        announced);
     if (verdict != HIPOWER_DEMOTE_BEHIND) {
         ep->event.behind_since = 0;
@@ -210,7 +210,7 @@ void uct_hipower_ep_demote_done(uct_hipower_ep_t *ep, uint64_t gen)
                   "messages, %u were delivered, and it has said so for "
                   "longer than UCX_HIPOWER_GRANT_TIMEOUT=%.1fs: broken or "
                   "hostile peer, the endpoint fails", UCT_HIPOWER_EP_ARG(ep),
-                  (uint32_t)announced, hipower_rx_ring_taken(&ep->rx.ring),
+                  (uint32_t)announced, uct_hipower_ep_rx_delivered(ep),
                   ucs_time_to_sec(iface->config.grant_timeout));
         uct_hipower_ep_rx_timeout(ep);
         return;

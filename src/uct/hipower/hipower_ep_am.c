@@ -160,13 +160,17 @@ static ucs_status_t uct_hipower_ep_send_hello(uct_hipower_ep_t *ep)
  * @a one_write (a constant): the endpoint has UCT_HIPOWER_EP_FLAG_ONE_WRITE,
  * so all of that is known in advance and the compiler drops it: the
  * trailer follows the data in the one write, which also wakes the peer.
+ * @a append (a constant, never with @a one_write): the data is one more
+ * batch of the slot our bundles fill (tx.fill, hipower_fill.h): no slot
+ * is taken, the batch lands below the ones before it and the trailer,
+ * rewritten with the slot's new length, is a write of its own after it.
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
                         void *trailer_p,
                         uint32_t trailer_lkey, int trailer_follows,
                         uint8_t am_id, uint32_t length, int force_signal,
-                        uct_hipower_tx_op_t *op, int one_write)
+                        uct_hipower_tx_op_t *op, int one_write, int append)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     struct ibv_send_wr trailer_wr, bitmap_wr, read_wr, *last_wr, *msg_last;
@@ -188,17 +192,30 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
         }
     }
 
-    seq         = hipower_tx_ring_take(&ep->tx.ring);
+    if (append) {
+        /* Below the batches before: the slot's length grows by this one,
+         * and a first frame's switch flags stay in the ack word (the
+         * receiver reads them there when it moves to this run) */
+        seq         = ep->tx.fill.seq;
+        data_offset = hipower_slot_place(&ep->peer.placement,
+                                         ep->tx.fill.length + length);
+        hipower_slot_trailer_store(trailer_p, am_id,
+                                   ep->tx.fill.length + length, seq,
+                                   hipower_rx_ring_acked(&ep->rx.ring) |
+                                   ep->tx.fill.ack_flags | ep->tx.ack_flags);
+    } else {
+        seq         = hipower_tx_ring_take(&ep->tx.ring);
+        data_offset = hipower_slot_place(&ep->peer.placement, length);
+        /* Right after the data; it acknowledges what we released of the
+         * peer's messages, so that under two-way traffic the peer recycles
+         * without reading our bitmap */
+        hipower_slot_trailer_store(trailer_p, am_id, length, seq,
+                                   hipower_rx_ring_acked(&ep->rx.ring) |
+                                   ep->tx.ack_flags);
+    }
     slot        = hipower_ring_slot(ep->tx.ring.num_slots, seq);
     slot_addr   = ep->peer.slots_addr +
                   (uint64_t)slot * ep->peer.layout.stride;
-    data_offset = hipower_slot_place(&ep->peer.placement, length);
-    /* Right after the data; it acknowledges what we released of the
-     * peer's messages, so that under two-way traffic the peer recycles
-     * without reading our bitmap */
-    hipower_slot_trailer_store(trailer_p, am_id, length, seq,
-                               hipower_rx_ring_acked(&ep->rx.ring) |
-                               ep->tx.ack_flags);
     ep->tx.msgs++;
 
     data_wr->opcode              = IBV_WR_RDMA_WRITE;
@@ -317,7 +334,9 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
 
 err_undo:
     /* Nothing of this message was posted: give the slot back */
-    hipower_tx_ring_untake(&ep->tx.ring);
+    if (!append) {
+        hipower_tx_ring_untake(&ep->tx.ring);
+    }
     ep->tx.msgs--;
     if (iface->config.notify != UCT_HIPOWER_NOTIFY_PULL) {
         /* A sleeping peer that read the count meanwhile stays awake until
@@ -330,12 +349,15 @@ err_undo:
 /*
  * A frame whose @a length bytes of data lie in @a op's buffer at @a data,
  * with room for the trailer right after them: one gather entry (inline when
- * small) for data and trailer. The caller checked the room.
+ * small) for data and trailer. The caller checked the room. @a one_write,
+ * @a append: see uct_hipower_ep_send_msg() (a batch's trailer, after it in
+ * the buffer too, is a write of its own).
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_hipower_ep_send_buffer_mode(uct_hipower_ep_t *ep, void *data,
                                 uint32_t length, uint8_t am_id,
-                                uct_hipower_tx_op_t *op, int one_write)
+                                uct_hipower_tx_op_t *op, int one_write,
+                                int append)
 {
     struct ibv_send_wr wr;
     struct ibv_sge sge[2];
@@ -350,14 +372,14 @@ uct_hipower_ep_send_buffer_mode(uct_hipower_ep_t *ep, void *data,
                     IBV_SEND_INLINE : 0;
     return uct_hipower_ep_send_msg(ep, &wr, UCS_PTR_BYTE_OFFSET(data, length),
                                    op->lkey, 1, am_id, length, 0, op,
-                                   one_write);
+                                   one_write, append);
 }
 
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_hipower_ep_send_buffer(uct_hipower_ep_t *ep, void *data, uint32_t length,
                            uint8_t am_id, uct_hipower_tx_op_t *op)
 {
-    return uct_hipower_ep_send_buffer_mode(ep, data, length, am_id, op, 0);
+    return uct_hipower_ep_send_buffer_mode(ep, data, length, am_id, op, 0, 0);
 }
 
 ucs_status_t uct_hipower_ep_send_frame(uct_hipower_ep_t *ep, void *data,
@@ -365,6 +387,13 @@ ucs_status_t uct_hipower_ep_send_frame(uct_hipower_ep_t *ep, void *data,
                                        uct_hipower_tx_op_t *op)
 {
     return uct_hipower_ep_send_buffer(ep, data, length, am_id, op);
+}
+
+ucs_status_t uct_hipower_ep_send_batch(uct_hipower_ep_t *ep, void *data,
+                                       uint32_t size, uct_hipower_tx_op_t *op)
+{
+    return uct_hipower_ep_send_buffer_mode(ep, data, size,
+                                           HIPOWER_SLOT_AM_FILL, op, 0, 1);
 }
 
 /*
@@ -391,7 +420,7 @@ uct_hipower_ep_am_short_frame(uct_hipower_ep_t *ep, uint8_t id, uint64_t hdr,
     wr.send_flags = IBV_SEND_INLINE;
     return uct_hipower_ep_send_msg(ep, &wr, frame + sizeof(hdr) + length, 0,
                                    1, id, sizeof(hdr) + length, 0, NULL,
-                                   one_write);
+                                   one_write, 0);
 }
 
 /*
@@ -419,7 +448,7 @@ ucs_status_t uct_hipower_ep_send_none(uct_hipower_ep_t *ep)
     wr.num_sge    = 1;
     wr.send_flags = IBV_SEND_INLINE;
     return uct_hipower_ep_send_msg(ep, &wr, frame, 0, 1, HIPOWER_SLOT_AM_NONE,
-                                   0, 0, NULL, 0);
+                                   0, 0, NULL, 0, 0);
 }
 
 /*
@@ -684,7 +713,7 @@ uct_hipower_ep_am_bcopy_frame(uct_hipower_ep_t *ep, uint8_t id,
     /* The trailer right after the data, in the buffer (room for the
      * largest payload and a trailer): one gather entry for the frame */
     status = uct_hipower_ep_send_buffer_mode(ep, data, length, id, op,
-                                             one_write);
+                                             one_write, 0);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_mpool_put_inline(op);
         return status;
@@ -808,7 +837,7 @@ ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
                                      UCS_PTR_BYTE_OFFSET(buffer,
                                                          UCT_HIPOWER_MAX_ZCOPY_HDR),
                                      op->lkey, 0, id, length, comp != NULL,
-                                     op, 0);
+                                     op, 0, 0);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_mpool_put_inline(op);
         return status;

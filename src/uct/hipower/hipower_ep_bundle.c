@@ -23,6 +23,13 @@
  * copy and RMA operations let it go first (uct_hipower_ep_bundle_first()).
  * A bundle of one message goes as that message's own frame.
  *
+ * With UCX_HIPOWER_BUNDLE_FILL (hipower_fill.h) a bundle of two or more
+ * messages does not take a slot of its own when the slot the endpoint's
+ * last bundle went into has room: it goes there, below that bundle, as a
+ * write of its own and a rewrite of the slot's trailer. Such a batch needs
+ * no free slot of the peer; the slot stays open for more until the
+ * endpoint takes another slot for anything.
+ *
  * Pending requests have waited already: when a dispatch finds two or more
  * of an endpoint's, their messages are gathered into the bundle and it is
  * posted once, at the end of the dispatch (UCT_HIPOWER_EP_FLAG_GATHER) --
@@ -72,6 +79,75 @@ static void uct_hipower_ep_bundle_closed(uct_hipower_ep_t *ep)
     --uct_hipower_ep_iface(ep)->tx.bundles_open;
 }
 
+/* The ack word bits of a run's first frame that say where the old run
+ * ended (hipower_slot.h): a batch that rewrites that frame's trailer keeps
+ * them */
+#define UCT_HIPOWER_FILL_ACK_KEEP  (HIPOWER_SLOT_ACK_SWITCH | (0xffffull << 32))
+
+/*
+ * The open bundle, two or more messages, to a peer that takes filled
+ * slots: one more batch of the slot our bundles fill if it has room (no
+ * free slot needed), else the first batch of a new one. Nothing else on
+ * failure. @a windowed: as for uct_hipower_ep_bundle_send().
+ */
+static ucs_status_t uct_hipower_ep_bundle_fill(uct_hipower_ep_t *ep,
+                                               int windowed)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    hipower_bundle_t *frame    = &ep->tx.bundle.frame;
+    uct_hipower_tx_op_t *op    = ep->tx.bundle.op;
+    uint64_t ack_flags;
+    ucs_status_t status;
+    uint32_t size;
+
+    /* The footer right after the records: stored at every try, since
+     * records added after a refused one overwrite it */
+    size = hipower_fill_footer_store(frame->base, frame->length);
+
+    /* Not into the old run once the receiver granted a new one: the next
+     * frame adopts it */
+    if (uct_hipower_ep_fill_takes(ep, size) &&
+        (*(volatile uint64_t*)&ep->ctrl->grant.epoch == ep->tx.epoch)) {
+        /* The batch, the trailer, and a recycle READ that may join them */
+        if (!uct_hipower_ep_has_room(ep, 3)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        if (windowed && hipower_txwin_full(&ep->tx.win,
+                                           ep->txqp.txq.acked_sn)) {
+            uct_hipower_ep_hold(iface, 0);
+            return UCS_ERR_NO_RESOURCE;
+        }
+        status = uct_hipower_ep_send_batch(ep, frame->base, size, op);
+        if (status != UCS_OK) {
+            return status;
+        }
+        ep->tx.fill.length += size;
+        iface->stats.tx_fill_batches++;
+        return UCS_OK;
+    }
+
+    status = windowed ? uct_hipower_ep_tx_am_room(ep, 0) :
+             uct_hipower_ep_tx_room(ep, 0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    ack_flags = ep->tx.ack_flags; /* The frame says them once */
+    status    = uct_hipower_ep_send_frame(ep, frame->base, size,
+                                          HIPOWER_SLOT_AM_FILL, op);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    /* A run of one slot: the receiver moves past it at once (it cannot
+     * wait for a next slot that needs this one back) */
+    ep->tx.fill.seq       = ep->tx.ring.head - 1;
+    ep->tx.fill.length    = (ep->tx.ring.num_slots > 1) ? size : 0;
+    ep->tx.fill.ack_flags = ack_flags & UCT_HIPOWER_FILL_ACK_KEEP;
+    iface->stats.tx_fills++;
+    return UCS_OK;
+}
+
 /* Posts the open bundle if it can go now; nothing else on failure.
  * @a windowed: only when the bundle window is open (it paces a stream; a
  * bundle that must go now, on destroy, needs only a slot and room) */
@@ -91,13 +167,21 @@ static ucs_status_t uct_hipower_ep_bundle_send(uct_hipower_ep_t *ep,
         return UCS_OK;
     }
 
+    count = frame->count;
+    if ((count > 1) && (ep->flags & UCT_HIPOWER_EP_FLAG_FILL)) {
+        status = uct_hipower_ep_bundle_fill(ep, windowed);
+        if (status != UCS_OK) {
+            return status;
+        }
+        goto sent;
+    }
+
     status = windowed ? uct_hipower_ep_tx_am_room(ep, 0) :
              uct_hipower_ep_tx_room(ep, 0);
     if (status != UCS_OK) {
         return status;
     }
 
-    count = frame->count;
     if (count == 1) {
         /* One message: its own frame, as if it had gone when sent */
         memcpy(&hdr, frame->base, sizeof(hdr));
@@ -116,6 +200,7 @@ static ucs_status_t uct_hipower_ep_bundle_send(uct_hipower_ep_t *ep,
         return status;
     }
 
+sent:
     uct_hipower_ep_bundle_closed(ep);
     /* Counted as messages, as the receiver counts them */
     iface->stats.tx_msgs += count - 1;

@@ -653,6 +653,14 @@ static int uct_hipower_ep_rx_release_done(uct_hipower_ep_t *ep)
         return 0; /* The peer has not adopted the release yet */
     }
 
+    /* Its request came after everything it wrote into the run: a filled
+     * slot still open there is done */
+    ucs_memory_cpu_load_fence();
+    uct_hipower_ep_rx_fill_close(ep);
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME) {
+        return 0; /* Fails at the end of this progress call */
+    }
+
     remaining = hipower_grant_old_remaining(hipower_rx_ring_taken(ring),
                                             hipower_run_req_old_end(req),
                                             old_count);
@@ -738,6 +746,13 @@ int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)
     }
     ucs_memory_cpu_load_fence();
 
+    /* It wrote its new run after everything it wrote into the old one: a
+     * filled slot still open there is done */
+    uct_hipower_ep_rx_fill_close(ep);
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME) {
+        return 0; /* Fails at the end of this progress call */
+    }
+
     ack_word  = hipower_slot_trailer_ack_word(
                     UCS_PTR_BYTE_OFFSET(uct_hipower_ep_rx_granted_first(ep),
                                         layout->trailer_offset));
@@ -794,6 +809,7 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
 
     start                = uct_hipower_seq_origin(count);
     old_end              = hipower_tx_ring_switch(&ep->tx.ring, count, start);
+    ep->tx.fill.length   = 0; /* Nothing more into the old run */
     memset(ep->ctrl->written, 0, sizeof(ep->ctrl->written));
     hipower_ring_bitmap_at(ep->ctrl->written, count, start);
     if (count == 0) {

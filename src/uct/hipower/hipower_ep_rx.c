@@ -286,6 +286,201 @@ uct_hipower_ep_rx_bundle(uct_hipower_ep_t *ep, const void *frame,
 }
 
 /*
+ * Filled slots (hipower_fill.h, UCX_HIPOWER_BUNDLE_FILL): the peer's
+ * bundles go into one slot, batch after batch, until it takes its next
+ * slot. The receiver delivers each batch as soon as the slot's trailer
+ * covers it, and keeps the slot (the ring's head stays there,
+ * ep->rx.fill_done saying how far it was walked) until it is final: the
+ * frame of the sender's next slot has arrived (RC placed every write to
+ * this slot before it), or the sender moved to another run (the caller
+ * knows: uct_hipower_ep_rx_switch()), or the run has one slot (the sender
+ * then adds nothing).
+ */
+
+/* Delivers the batches of the filled slot at @a slot_base that @a trailer
+ * (its key matched, its length within the slot) covers beyond
+ * ep->rx.fill_done; returns the messages delivered. A batch a peer lied
+ * about fails the endpoint as any bad frame (what came before it stays
+ * delivered). */
+static unsigned uct_hipower_ep_rx_fill_walk(uct_hipower_ep_t *ep,
+                                            char *slot_base,
+                                            hipower_slot_trailer_t trailer,
+                                            uint32_t seq, uint32_t slot,
+                                            int hold)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    const uint32_t trailer_offset = iface->config.layout.trailer_offset;
+    const uint8_t *top         = (const uint8_t*)slot_base + trailer_offset;
+    uint32_t length            = (uint32_t)trailer;
+    hipower_fill_status_t status;
+    const uint8_t *records;
+    uint32_t records_length, size;
+    unsigned count = 0;
+
+    while ((status = hipower_fill_next(top, ep->rx.fill_done, length,
+                                       &records, &records_length,
+                                       &size)) == HIPOWER_FILL_BATCH) {
+        /* A bundle's records (and the trailer's acknowledgement, as any
+         * frame's: a later batch's trailer carries a newer one) */
+        count += uct_hipower_ep_rx_bundle(ep, records, records_length,
+                                          top, seq, slot, hold);
+        iface->stats.rx_fill_batches += (ep->rx.fill_done != 0);
+        ep->rx.fill_done += size;
+        ++ep->rx.fill_extra;
+        if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
+            return count;
+        }
+    }
+
+    if (ucs_unlikely(status != HIPOWER_FILL_END)) {
+        ucs_error(UCT_HIPOWER_EP_FMT ": filled slot %u (message %u) from the "
+                  "peer, %u of %u bytes delivered: %s; a broken or hostile "
+                  "peer, the endpoint fails", UCT_HIPOWER_EP_ARG(ep), slot,
+                  seq, ep->rx.fill_done, length,
+                  hipower_fill_status_str(status));
+        iface->stats.bad_slots++;
+        ep->flags |= UCT_HIPOWER_EP_FLAG_BAD_FRAME;
+    }
+    return count;
+}
+
+/* Whether the frame after message @a seq in slot @a slot has arrived: then
+ * nothing more is written into @a slot */
+static int uct_hipower_ep_rx_fill_next_arrived(uct_hipower_ep_t *ep,
+                                               uint32_t seq, uint32_t slot)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uint32_t num_slots         = ep->rx.ring.num_slots;
+    uint32_t next_slot         = (slot + 1 == num_slots) ? 0 : slot + 1;
+    uint32_t next_seq          = seq + 1;
+
+    if (num_slots == 1) {
+        return 1; /* Its sender never fills a run of one slot */
+    }
+    if (hipower_ring_seq_at_period(num_slots, next_seq)) {
+        next_seq = 0;
+    }
+    return hipower_slot_trailer_is(
+            *hipower_slot_mark((char*)ep->rx.slots +
+                               (size_t)next_slot * iface->config.layout.stride,
+                               &iface->config.layout),
+            next_seq);
+}
+
+/*
+ * The filled slot of message @a seq at the ring's head, whose @a trailer
+ * (read once, its key matched) says it is one: delivers what it covers
+ * beyond what was delivered. Returns 1 if the slot is done -- final, or
+ * @a close (the peer moved to another run), or bad -- and the caller
+ * releases it and moves the ring on; 0 if it stays open for more batches.
+ * Adds the messages delivered to *count_p. @a hold: HOLD_SLOTS, each
+ * message a copy its handler may keep (the slot is not held for it).
+ */
+static UCS_F_NOINLINE int
+uct_hipower_ep_rx_fill(uct_hipower_ep_t *ep, char *slot_base, uint32_t seq,
+                       uint32_t slot, hipower_slot_trailer_t trailer,
+                       int close, int hold, unsigned *count_p)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    if (!hipower_slot_trailer_is_fill(trailer, iface->config.max_payload)) {
+        /* It was filled, and the peer wrote something else over it */
+        uct_hipower_ep_rx_bad_slot(ep, trailer, seq, slot);
+        goto done;
+    }
+
+    *count_p += uct_hipower_ep_rx_fill_walk(ep, slot_base, trailer, seq,
+                                            slot, hold);
+    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
+        goto done;
+    }
+    if (!close && !uct_hipower_ep_rx_fill_next_arrived(ep, seq, slot)) {
+        return 0; /* The sender may add to it */
+    }
+
+    /* Final: everything the sender wrote into it landed before what said
+     * so (its next frame, or its move to another run): the trailer once
+     * more, for batches that came since it was read */
+    ucs_memory_cpu_load_fence();
+    trailer = *hipower_slot_mark(slot_base, &iface->config.layout);
+    if (!hipower_slot_trailer_is(trailer, seq) ||
+        !hipower_slot_trailer_is_fill(trailer, iface->config.max_payload)) {
+        uct_hipower_ep_rx_bad_slot(ep, trailer, seq, slot);
+        goto done;
+    }
+    ucs_memory_cpu_load_fence();
+    *count_p += uct_hipower_ep_rx_fill_walk(ep, slot_base, trailer, seq,
+                                            slot, hold);
+
+done:
+    /* One slot, taken by the ring's count from now on */
+    ep->rx.fill_extra -= (ep->rx.fill_done != 0);
+    ep->rx.fill_done   = 0;
+    return 1;
+}
+
+/*
+ * The ring's head is a filled slot still open (ep->rx.fill_done): what the
+ * sender added since, and whether it is done now; @a close: the peer moved
+ * to another run. Moves the ring past it when done. Returns the messages
+ * delivered.
+ */
+static UCS_F_NOINLINE unsigned
+uct_hipower_ep_rx_fill_resume(uct_hipower_ep_t *ep, int close, int hold)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    hipower_rx_ring_t *ring    = &ep->rx.ring;
+    uint32_t seq               = ring->head;
+    uint32_t slot              = hipower_ring_slot(ring->num_slots, seq);
+    char *slot_base            = (char*)ep->rx.slots +
+                                 (size_t)slot * iface->config.layout.stride;
+    unsigned count             = 0;
+    hipower_slot_trailer_t trailer;
+
+    trailer = *hipower_slot_mark(slot_base, &iface->config.layout);
+    if (!hipower_slot_trailer_is(trailer, seq)) {
+        /* A key that was there went away: only the peer rewrites it */
+        uct_hipower_ep_rx_bad_slot(ep, trailer, seq, slot);
+        ep->rx.fill_extra -= 1;
+        ep->rx.fill_done   = 0;
+        return 0;
+    }
+    ucs_memory_cpu_load_fence();
+    if (uct_hipower_ep_rx_fill(ep, slot_base, seq, slot, trailer, close,
+                               hold, &count)) {
+        hipower_rx_ring_advance(ring);
+        hipower_rx_ring_release(ring, slot);
+    }
+    return count;
+}
+
+/* Whether the open filled slot at the ring's head has news: more batches,
+ * the sender's next frame, or a trailer that is not the one it was */
+static int uct_hipower_ep_rx_fill_ready(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    hipower_rx_ring_t *ring    = &ep->rx.ring;
+    uint32_t slot              = hipower_ring_slot(ring->num_slots,
+                                                   ring->head);
+    hipower_slot_trailer_t trailer;
+
+    trailer = *hipower_slot_mark((char*)ep->rx.slots +
+                                 (size_t)slot * iface->config.layout.stride,
+                                 &iface->config.layout);
+    return !hipower_slot_trailer_is(trailer, ring->head) ||
+           ((uint32_t)trailer != ep->rx.fill_done) ||
+           uct_hipower_ep_rx_fill_next_arrived(ep, ring->head, slot);
+}
+
+unsigned uct_hipower_ep_rx_fill_close(uct_hipower_ep_t *ep)
+{
+    return (ep->rx.fill_done != 0) ?
+           uct_hipower_ep_rx_fill_resume(ep, 1,
+                                         uct_hipower_ep_iface(ep)->
+                                                 config.hold_slots) : 0;
+}
+
+/*
  * The receive loop, specialized by uct_hipower_ep_rx_progress() for the
  * notification mode and HOLD_SLOTS (constants here), as UCX specializes its
  * progress functions: no per-message test of either. Everything the loop
@@ -306,6 +501,7 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
     char *const slots             = ep->rx.slots;
     size_t max_payload            = iface->config.max_payload;
     void *elem                    = NULL;
+    unsigned fill_count           = 0;
     unsigned count, i, am_id;
     hipower_slot_trailer_t trailer;
     const char *reason;
@@ -347,6 +543,20 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
 
         if (ucs_unlikely(uct_hipower_ep_rx_first_contact_due(ep))) {
             uct_hipower_ep_rx_first_contact(ep);
+        }
+
+        if (self && iface->config.bundle_fill &&
+            ((unsigned)(trailer >> 32 & 0xff) == HIPOWER_SLOT_AM_FILL)) {
+            if (!uct_hipower_ep_rx_fill(ep, slot_base, seq, slot, trailer, 0,
+                                        hold, &fill_count)) {
+                break; /* Open: the sender may add to it */
+            }
+            hipower_rx_ring_advance(ring);
+            hipower_rx_ring_release(ring, slot);
+            if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
+                return i + 1 + fill_count; /* Nothing more of this peer */
+            }
+            continue;
         }
 
         if (hold) {
@@ -413,7 +623,7 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
         hipower_rx_ring_release(ring, slot);
     }
 
-    return i;
+    return i + fill_count;
 }
 
 /*
@@ -438,7 +648,7 @@ static unsigned uct_hipower_ep_rx_progress_self(uct_hipower_ep_t *ep)
     hipower_slot_trailer_t trailer;
     hipower_slot_placement_t placement;
     uint64_t key, ack_word, ack_or = 0, rx_bytes = 0;
-    unsigned i, am_id;
+    unsigned i, am_id, fill_count = 0;
     char *slot_base;
     void *data;
 
@@ -506,6 +716,19 @@ static unsigned uct_hipower_ep_rx_progress_self(uct_hipower_ep_t *ep)
                 ++i; /* Nothing more of this peer */
                 break;
             }
+        } else if (iface->config.bundle_fill &&
+                   hipower_slot_trailer_is_fill(trailer, max_payload)) {
+            /* Batches of bundles, counted as they are walked */
+            if (!uct_hipower_ep_rx_fill(ep, slot_base, seq + i, slot, trailer,
+                                        0, 0, &fill_count)) {
+                break; /* Open: the ring stays at it */
+            }
+            --iface->stats.rx_msgs;
+            if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
+                hipower_rx_ring_consume(ring, slot);
+                ++i; /* Nothing more of this peer */
+                break;
+            }
         } else {
             uct_hipower_ep_rx_bad_slot(ep, trailer, seq + i, slot);
             hipower_rx_ring_consume(ring, slot);
@@ -526,14 +749,25 @@ static unsigned uct_hipower_ep_rx_progress_self(uct_hipower_ep_t *ep)
     iface->stats.rx_msgs  += i;
     iface->stats.rx_bytes += rx_bytes;
     ep->rx.wants          |= !!(ack_or & HIPOWER_SLOT_ACK_WANTS);
-    return i;
+    return i + fill_count;
 }
 
 static UCS_F_ALWAYS_INLINE unsigned
 uct_hipower_ep_rx_progress_self_mode(uct_hipower_ep_t *ep, int hold)
 {
-    return hold ? uct_hipower_ep_rx_progress_common(ep, 1, 1) :
-                  uct_hipower_ep_rx_progress_self(ep);
+    unsigned count = 0;
+
+    /* The ring's head is a filled slot the sender may still add to */
+    if (ucs_unlikely(ep->rx.fill_done != 0)) {
+        count = uct_hipower_ep_rx_fill_resume(ep, 0, hold);
+        if ((ep->rx.fill_done != 0) ||
+            (ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
+            return count;
+        }
+    }
+
+    return count + (hold ? uct_hipower_ep_rx_progress_common(ep, 1, 1) :
+                           uct_hipower_ep_rx_progress_self(ep));
 }
 
 /*
@@ -612,6 +846,10 @@ int uct_hipower_ep_rx_ready(uct_hipower_ep_t *ep)
 
     if (ring->num_slots == 0) {
         return 0; /* No run: its peer's request comes with an immediate */
+    }
+
+    if (ep->rx.fill_done != 0) {
+        return uct_hipower_ep_rx_fill_ready(ep);
     }
 
     slot = hipower_ring_slot(ring->num_slots, ring->head);

@@ -232,7 +232,7 @@ static ucs_status_t uct_hipower_iface_arm_recv(uct_hipower_iface_t *iface)
                                           UCT_HIPOWER_OP_ARM);
             }
             status = UCS_ERR_BUSY;
-        } else if ((int32_t)(hipower_rx_ring_taken(&ep->rx.ring) -
+        } else if ((int32_t)(uct_hipower_ep_rx_delivered(ep) -
                              (uint32_t)*(volatile uint64_t*)
                              &ep->ctrl->peer_announced) < 0) {
             /* Announced before the peer saw our generation, still in flight */

@@ -227,6 +227,19 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      ucs_offsetof(uct_hipower_iface_config_t, bundle),
      UCS_CONFIG_TYPE_BOOL},
 
+    {"BUNDLE_FILL", "y",
+     "With BUNDLE=y: a sender's bundles go into the same receive slot one\n"
+     "after the other until it is full, instead of one slot each: each\n"
+     "later bundle is a write of its own and a 16-byte write of the slot's\n"
+     "trailer (two packets), and needs no free slot. A slot then holds as\n"
+     "many small messages as fit in it (an 8-byte active message takes 16\n"
+     "bytes of it) rather than those that waited at one moment. The\n"
+     "receiver keeps a filled slot until the sender's next slot arrives.\n"
+     "Both peers must enable it; self mode only.\n"
+     "'n': one slot per bundle.",
+     ucs_offsetof(uct_hipower_iface_config_t, bundle_fill),
+     UCS_CONFIG_TYPE_BOOL},
+
     {"BUNDLE_WINDOW", "0",
      "With BUNDLE=y: how many of an endpoint's active-message frames may be\n"
      "in flight (posted, no completion seen yet), 1 to 8, before its next\n"
@@ -1160,6 +1173,11 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->config.hold_slots        = config->hold_slots;
     self->config.bundle            = config->bundle;
     self->config.bundle_window     = config->bundle_window;
+    /* Filled slots are walked by the self-mode receive path, which moves
+     * on once the sender's next frame landed (docs/protocol.md 2.2) */
+    self->config.bundle_fill       = config->bundle && config->bundle_fill &&
+                                     (config->notify ==
+                                      UCT_HIPOWER_NOTIFY_SELF);
     self->config.bundle_hold_time  = config->bundle_hold_time;
     /* With the window on, the endpoint ops are wrapped (hipower_ep_hold.c) */
     uct_hipower_iface_hold_init(self);

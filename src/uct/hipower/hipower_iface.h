@@ -81,6 +81,7 @@ typedef struct uct_hipower_iface_config {
     unsigned                     shared_max_eps;
     int                          hold_slots;
     int                          bundle;
+    int                          bundle_fill;
     unsigned                     bundle_window;
     ucs_time_t                   bundle_hold_time;
     int                          print_stats;
@@ -240,6 +241,8 @@ typedef struct uct_hipower_iface {
         unsigned                 announce_batch;
         int                      hold_slots;   /* Handlers may keep slots */
         int                      bundle;       /* Bundles sent and taken */
+        int                      bundle_fill;  /* Filled slots sent and
+                                                  taken */
         unsigned                 bundle_window; /* Requests in flight that
                                                    make messages bundle */
         ucs_time_t               bundle_hold_time; /* A held bundle's

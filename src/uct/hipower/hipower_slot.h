@@ -5,6 +5,7 @@
 #define UCT_HIPOWER_SLOT_H_
 
 #include "hipower_bundle.h"
+#include "hipower_fill.h"
 
 #include <ucs/type/status.h>
 #include <stddef.h>
@@ -99,6 +100,16 @@ static inline int hipower_slot_trailer_is_bundle(uint64_t trailer,
                                                  size_t max_payload)
 {
     return ((unsigned)(trailer >> 32) & 0xff) == HIPOWER_SLOT_AM_BUNDLE &&
+           (uint32_t)trailer <= max_payload;
+}
+
+/* Whether an arrived trailer (key matched) is that of a filled slot
+ * (hipower_fill.h) whose length fits a slot of @a max_payload bytes of
+ * data: its batches are checked as they are walked */
+static inline int hipower_slot_trailer_is_fill(uint64_t trailer,
+                                               size_t max_payload)
+{
+    return ((unsigned)(trailer >> 32) & 0xff) == HIPOWER_SLOT_AM_FILL &&
            (uint32_t)trailer <= max_payload;
 }
 

@@ -35,6 +35,11 @@
     _f(tx_bundled)       /* Messages in them, counted in tx_msgs */ \
     _f(rx_bundles)       /* Bundle frames received */ \
     _f(rx_bundled)       /* Messages in them, counted in rx_msgs */ \
+    _f(tx_fills)         /* Bundles that opened a filled slot \
+                            (UCX_HIPOWER_BUNDLE_FILL), in tx_bundles */ \
+    _f(tx_fill_batches)  /* Bundles written into an open filled slot, \
+                            with no slot of their own, in tx_bundles */ \
+    _f(rx_fill_batches)  /* ... received, in rx_bundles */ \
     _f(tx_gathered)      /* Bundles of pending requests gathered by one \
                             dispatch (also in tx_bundles when 2 or more) */ \
     _f(doorbells)        /* ibv_post_send() calls: chains count once */ \
@@ -101,8 +106,8 @@
     _f(peak_pool_used)   /* Most of it carved into endpoints' slots */ \
     _f(ep_ctrl_bytes)    /* Pinned control words and bitmaps per endpoint */ \
     _f(slot_bytes)       /* One receive slot: what a frame occupies until \
-                            released (rx frames = rx_msgs - rx_bundled + \
-                            rx_bundles) */
+                            released (slots received = rx_msgs - \
+                            rx_bundled + rx_bundles - rx_fill_batches) */
 
 #define UCT_HIPOWER_STATS_DECLARE(_name) uint64_t _name;
 

@@ -44,6 +44,9 @@ typedef struct uct_hipower_ep_addr {
 /* The endpoint takes bundle frames (hipower_bundle.h): its interface has
  * UCX_HIPOWER_BUNDLE=y */
 #define UCT_HIPOWER_EP_ADDR_FLAG_BUNDLES  0x01
+/* The endpoint takes filled slots (hipower_fill.h): UCX_HIPOWER_BUNDLE_FILL=y,
+ * self mode */
+#define UCT_HIPOWER_EP_ADDR_FLAG_FILL     0x02
 
 
 /* What a peer writes into its state word in our control region; anything

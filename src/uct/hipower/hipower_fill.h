@@ -1,0 +1,134 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifndef UCT_HIPOWER_FILL_H_
+#define UCT_HIPOWER_FILL_H_
+
+#include "hipower_bundle.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/*
+ * Filled slots (UCX_HIPOWER_BUNDLE_FILL, docs/protocol.md 2.2): the
+ * bundles a sender posts one after the other go into the same slot of
+ * the receiver until it is full, instead of one slot each, so that a slot
+ * carries as many small messages as fit in it rather than those that were
+ * waiting at one moment.
+ *
+ * A filled slot's trailer (hipower_slot.h) has the AM id
+ * HIPOWER_SLOT_AM_FILL and as its length the bytes of all batches written
+ * so far. The batches stack downward from the trailer: the first ends
+ * where the trailer starts, each later one where the one before starts.
+ * A batch is a bundle's records (hipower_bundle.h) followed by an 8-byte
+ * footer:
+ *
+ *   footer: bits  0..31  the batch's size in bytes, footer included
+ *           bits 32..39  HIPOWER_SLOT_AM_FILL
+ *           bits 40..63  0
+ *
+ * The first batch and the trailer are one RDMA_WRITE, as any frame; a
+ * later batch is a write of its own followed by a write of the trailer
+ * with the new length, so that, with RC's order and in-order placement,
+ * a trailer that says N bytes means N bytes of batches have landed. The
+ * receiver walks batches from the top: the footer right below what it
+ * walked says where the next batch starts. It reads nothing that the
+ * trailer it read does not cover, and that trailer sits where every lap
+ * of the slot writes its own, so nothing of an earlier lap is ever taken
+ * for a batch. Plain C, no device; the footer is read once and checked
+ * against what is left of the trailer's length before the batch is used.
+ */
+
+#define HIPOWER_SLOT_AM_FILL      0xfd  /* AM id of a filled slot's trailer */
+#define HIPOWER_FILL_FOOTER_SIZE  8
+
+/* The smallest batch: one record header and the footer */
+#define HIPOWER_FILL_MIN_BATCH    (HIPOWER_BUNDLE_HDR_SIZE + \
+                                   HIPOWER_FILL_FOOTER_SIZE)
+
+/*
+ * Ends a batch whose @a records_length bytes of records (a multiple of 8)
+ * start at @a records with its footer, right after them; returns the
+ * batch's size. The caller has room for the 8 bytes.
+ */
+static inline uint32_t hipower_fill_footer_store(void *records,
+                                                 uint32_t records_length)
+{
+    uint32_t size   = records_length + HIPOWER_FILL_FOOTER_SIZE;
+    uint64_t footer = (uint64_t)size | ((uint64_t)HIPOWER_SLOT_AM_FILL << 32);
+
+    memcpy((uint8_t*)records + records_length, &footer, sizeof(footer));
+    return size;
+}
+
+/* Whether a batch of @a size goes into a slot filled with @a used bytes so
+ * far, whose frames may hold @a max_payload bytes */
+static inline int hipower_fill_fits(uint32_t used, uint32_t size,
+                                    uint32_t max_payload)
+{
+    return (uint64_t)used + size <= max_payload;
+}
+
+typedef enum {
+    HIPOWER_FILL_END        = 0,  /* Every batch the length covers walked */
+    HIPOWER_FILL_BATCH      = 1,  /* One more batch */
+    HIPOWER_FILL_BAD_FOOTER = -1, /* A footer without its tag */
+    HIPOWER_FILL_BAD_SIZE   = -2, /* A batch size that leaves the length,
+                                     or not a multiple of 8, or too small */
+    HIPOWER_FILL_SHRANK     = -3, /* The length went below what was walked */
+    HIPOWER_FILL_EMPTY      = -4  /* A filled slot without a batch */
+} hipower_fill_status_t;
+
+/**
+ * The next batch of a filled slot whose batches stack down from @a top
+ * (where the trailer starts), @a done bytes of them walked already, the
+ * trailer now saying @a length: on HIPOWER_FILL_BATCH sets *records_p and
+ * *records_length_p to the batch's records (walk them with
+ * hipower_bundle_iter_init()/hipower_bundle_next()) and *size_p to the
+ * batch's size, which the caller adds to @a done once they are walked.
+ * The peer writes the slot: the footer is read once, and the batch it
+ * describes lies within the @a length bytes below @a top whatever it says.
+ */
+static inline hipower_fill_status_t
+hipower_fill_next(const uint8_t *top, uint32_t done, uint32_t length,
+                  const uint8_t **records_p, uint32_t *records_length_p,
+                  uint32_t *size_p)
+{
+    uint32_t left, size;
+    uint64_t footer;
+
+    if (length == done) {
+        return (done == 0) ? HIPOWER_FILL_EMPTY : HIPOWER_FILL_END;
+    }
+    if (length < done) {
+        return HIPOWER_FILL_SHRANK;
+    }
+
+    left = length - done;
+    if (left < HIPOWER_FILL_MIN_BATCH) {
+        return HIPOWER_FILL_BAD_SIZE;
+    }
+
+    /* Read once (see hipower_bundle_next()) */
+    memcpy(&footer, top - done - HIPOWER_FILL_FOOTER_SIZE, sizeof(footer));
+    __asm__ ("" : "+r"(footer));
+    if ((footer >> 32) != HIPOWER_SLOT_AM_FILL) {
+        return HIPOWER_FILL_BAD_FOOTER;
+    }
+
+    size = (uint32_t)footer;
+    if ((size < HIPOWER_FILL_MIN_BATCH) || (size > left) ||
+        (size % HIPOWER_BUNDLE_ALIGN)) {
+        return HIPOWER_FILL_BAD_SIZE;
+    }
+
+    *records_p        = top - done - size;
+    *records_length_p = size - HIPOWER_FILL_FOOTER_SIZE;
+    *size_p           = size;
+    return HIPOWER_FILL_BATCH;
+}
+
+/* What a status says, for the error message */
+const char *hipower_fill_status_str(hipower_fill_status_t status);
+
+#endif
