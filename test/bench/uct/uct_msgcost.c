@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #define AM_ID        7
+#define HELLO_ID     8   /* The message that completes the connection */
 #define IDLE_CALLS   200
 #define MAX_SIZES    8
 #define WAIT_LIMIT_S 30
@@ -64,7 +65,7 @@ typedef struct {
 
 static side_t   side_a, side_b;
 static uint32_t cur_round, expect_index, cur_size;
-static unsigned received;
+static unsigned received, hellos;
 /* -L: B progresses while A waits; its calls go under cur_rx_name */
 static int      load_mode;
 static unsigned load_rx_idle;
@@ -188,6 +189,44 @@ static void open_side(side_t *side, const char *tl, const char *dev)
                               UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
 }
 
+static ucs_status_t hello_handler(void *arg, void *data, size_t length,
+                                  unsigned flags)
+{
+    ++hellos;
+    return UCS_OK;
+}
+
+static double now(void);
+
+/*
+ * An endpoint connected to an interface (hipower's handshake) is up once
+ * the peer answered, which it does from its progress: one message sent
+ * with both sides progressing, before anything is measured (the measured
+ * steps progress B only after A is done, or only when A waits)
+ */
+static void connect_wait(void)
+{
+    double deadline = now() + WAIT_LIMIT_S;
+    ucs_status_t status;
+
+    while ((status = uct_ep_am_short(side_a.ep, HELLO_ID, 0, NULL, 0)) ==
+           UCS_ERR_NO_RESOURCE) {
+        uct_worker_progress(side_a.worker);
+        uct_worker_progress(side_b.worker);
+        if (now() > deadline) {
+            die("connecting to the interface", UCS_ERR_TIMED_OUT);
+        }
+    }
+    check(status, "hello");
+    while (hellos == 0) {
+        uct_worker_progress(side_a.worker);
+        uct_worker_progress(side_b.worker);
+        if (now() > deadline) {
+            die("the first message", UCS_ERR_TIMED_OUT);
+        }
+    }
+}
+
 /* A's endpoint to B, and B's to A (connect-to-ep transports need both) */
 static void connect_sides(void)
 {
@@ -206,6 +245,7 @@ static void connect_sides(void)
         params.iface_addr = iface_b;
         check(uct_ep_create(&params, &side_a.ep), "uct_ep_create");
         free(iface_b);
+        connect_wait();
         return;
     }
 
@@ -441,6 +481,8 @@ int main(int argc, char **argv)
     open_side(&side_b, tl, dev_b);
     check(uct_iface_set_am_handler(side_b.iface, AM_ID, am_handler, NULL, 0),
           "uct_iface_set_am_handler");
+    check(uct_iface_set_am_handler(side_b.iface, HELLO_ID, hello_handler,
+                                   NULL, 0), "uct_iface_set_am_handler");
     connect_sides();
 
     for (i = 0; i < nsizes; ++i) {
