@@ -871,7 +871,9 @@ START_TEST(test_bundle_fill)
     }
     setenv("UCX_HIPOWER_BUNDLE_WINDOW", "1", 1);
     setenv("UCX_HIPOWER_BUNDLE_HOLD_TIME", "1s", 1);
+    setenv("UCX_HIPOWER_BUNDLE_FILL", "y", 1); /* Off by default */
     setup_pairs(1);
+    unsetenv("UCX_HIPOWER_BUNDLE_FILL");
     hold_probability = 0;
     ia   = iface_of(&side_a);
     ib   = iface_of(&side_b);
@@ -978,7 +980,9 @@ START_TEST(test_bundle_fill_hostile)
         printf("filled slots: hostile slot: self mode only\n");
         return;
     }
+    setenv("UCX_HIPOWER_BUNDLE_FILL", "y", 1); /* Off by default */
     hostile_setup(&addr, seq);
+    unsetenv("UCX_HIPOWER_BUNDLE_FILL");
     ck_assert(addr.flags & UCT_HIPOWER_EP_ADDR_FLAG_FILL);
 
     /* [batch 2: a record, a footer that lies][batch 1: an intact message,

@@ -167,8 +167,15 @@ static ucs_status_t uct_hipower_ep_bundle_send(uct_hipower_ep_t *ep,
         return UCS_OK;
     }
 
+    /* Into a filled slot: the open one if it has room, or a new one if
+     * this bundle leaves room for more (one that fills most of a slot
+     * goes as a bundle frame: a slot kept open for a few hundred bytes
+     * costs the receiver a look at it on every progress call) */
     count = frame->count;
-    if ((count > 1) && (ep->flags & UCT_HIPOWER_EP_FLAG_FILL)) {
+    if ((count > 1) && (ep->flags & UCT_HIPOWER_EP_FLAG_FILL) &&
+        ((frame->length <= iface->config.max_payload / 2) ||
+         uct_hipower_ep_fill_takes(ep, frame->length +
+                                       HIPOWER_FILL_FOOTER_SIZE))) {
         status = uct_hipower_ep_bundle_fill(ep, windowed);
         if (status != UCS_OK) {
             return status;
