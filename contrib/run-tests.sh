@@ -1,16 +1,17 @@
 #!/bin/bash
 # The test command: installs every dependency, builds hipower with -Werror,
-# builds UCX's own UCT gtest suite once (contrib/ucx-gtest.sh), runs the
-# Check unit tests (make check, the simulated device's tests and random
+# runs the Check unit tests (make check, the simulated device's tests and random
 # schedules among them), the simulator's coverage of the transport
 # (contrib/sim-coverage.sh) and the tests on a real verbs stack (make
 # rig-check: Soft-RoCE in a QEMU guest, or RDMA hardware if present; UCX's
 # gtest suite among them). Against UCX 1.18.1 and 1.22.0 as well: hipower
 # builds for them (contrib/build-for-ucx.sh, which builds those UCX
 # releases from their source archives once per machine) in the background
-# while the rig runs, their unit tests run, then the rig tests that go
-# through UCX's API (test/rig-tests/run-other-ucx) run beside UCX's gtest
-# suite. HIPOWER_OTHER_UCX="1.22.0" picks versions, "" skips them.
+# while the rig runs, and so does UCX's own UCT gtest suite (once per
+# machine, contrib/ucx-gtest.sh); then the other versions' rig tests that
+# go through UCX's API (test/rig-tests/run-other-ucx) run beside their unit
+# tests and UCX's gtest suite. HIPOWER_OTHER_UCX="1.22.0" picks versions,
+# "" skips them.
 # Exits non-zero if anything fails; ends with "total: N passed, N failed".
 set -u -o pipefail
 
@@ -33,12 +34,6 @@ deb=$(contrib/deb-build.sh 2> >(tee deb-build.log >&2)) || deb_rc=$?
 [ "$deb_rc" = 0 ] || deb=$ROOT/build/deb/ucx-hipower-not-built.deb
 export HIPOWER_DEB=$deb
 
-stage "UCX's UCT gtest suite: build (once per machine, about 11 minutes)"
-# A failed build is not the end: the other tests still run and the gtest
-# rig test reports the suite as failed
-gtest_build_rc=0
-contrib/ucx-gtest.sh > /dev/null || gtest_build_rc=$?
-
 stage "unit tests (make check)"
 make -s check 2>&1 | tee unit-tests.log
 unit_rc=${PIPESTATUS[0]}
@@ -51,66 +46,88 @@ coverage_rc=${PIPESTATUS[0]}
 
 other_versions=${HIPOWER_OTHER_UCX-1.18.1 1.22.0}
 # hipower for the other UCX versions (and those UCX releases, once per
-# machine) builds in the background at the lowest priority while the rig
-# runs: the rig keeps about one of the machine's cores busy
-rm -f other-ucx-build-*
+# machine), then UCX's own UCT gtest suite (once per machine, about 7
+# minutes on 2 cores alone), build in the background at the lowest
+# priority while the rig runs: the rig keeps about one of the machine's
+# cores busy for half an hour, and these builds need the other one for
+# about 20 minutes. A failed build is not the end: the other tests still
+# run, and the gtest rig test reports the suite as failed.
+rm -f other-ucx-build-* gtest-build.rc
 (for v in $other_versions; do
      nice -n 19 contrib/build-for-ucx.sh "$v" \
          > "other-ucx-build-$v.out" 2> "other-ucx-build-$v.log"
      echo $? > "other-ucx-build-$v.rc"
- done) &
+ done
+ nice -n 19 contrib/ucx-gtest.sh > /dev/null 2> gtest-build.log
+ echo $? > gtest-build.rc) &
 builds_pid=$!
 
-stage "rig tests (make rig-check-main; building for UCX ${other_versions:-(none)} beside it)"
+stage "rig tests (make rig-check-main; building for UCX ${other_versions:-(none)} and UCX's gtest suite beside it)"
 make -s rig-check-main 2>&1 | tee rig-tests.log
 rig_rc=${PIPESTATUS[0]}
 
-stage "other UCX versions: builds and unit tests (${other_versions:-none: HIPOWER_OTHER_UCX is empty})"
-wait "$builds_pid"
-other_builds=() other_bad=0 other_summary=() other_rig_rc=0
-: > other-ucx-unit.log
+stage "other UCX versions: builds (${other_versions:-none: HIPOWER_OTHER_UCX is empty})"
+# The other versions' builds, not yet UCX's gtest suite after them
+for v in $other_versions; do
+    while [ ! -e "other-ucx-build-$v.rc" ] && kill -0 "$builds_pid" 2> /dev/null; do
+        sleep 5
+    done
+done
+other_builds=() other_built=() other_bad=0 other_summary=() other_rig_rc=0
 for v in $other_versions; do
     cat "other-ucx-build-$v.log"
-    rc=$(cat "other-ucx-build-$v.rc" 2> /dev/null || echo 1)
-    # The unit tests now, at normal priority: Check's timeouts would not
-    # hold beside the rig at the lowest
-    if [ "$rc" = 0 ]; then
-        b=$(contrib/build-for-ucx.sh "$v" --check-only)
-        rc=$?
+    if [ "$(cat "other-ucx-build-$v.rc" 2> /dev/null || echo 1)" = 0 ]; then
+        other_built+=("$v")
+        other_builds+=("$(cat "other-ucx-build-$v.out")")
+    else
+        other_bad=$((other_bad + 1))
+        other_summary+=("UCX $v: could not build hipower (see above); its unit and rig tests did not run")
     fi
-    check_log=.cache/hipower-ucx-$v/check.log
-    checks=
-    [ -r "$check_log" ] && checks=$(sed -n "s/^\(.*Checks:.*\)/UCX $v \1/p" "$check_log")
-    [ -n "$checks" ] && echo "$checks" >> other-ucx-unit.log
-    case $rc in
-        0) other_builds+=("$b") ;;
-        3) # built, unit tests failed (counted from their log unless it
-           # shows none): the rig tests still run
-           other_builds+=("$b")
-           if [ -z "$checks" ] || grep -q 'Failures: 0, Errors: 0' <<< "$checks"; then
-               other_bad=$((other_bad + 1))
-               other_summary+=("UCX $v: make check failed (see above)")
-           fi ;;
-        *) other_bad=$((other_bad + 1))
-           other_summary+=("UCX $v: could not build hipower (see above); its unit and rig tests did not run") ;;
-    esac
 done
+wait "$builds_pid"
+cat gtest-build.log
+gtest_build_rc=$(cat gtest-build.rc 2> /dev/null || echo 1)
 
-# UCX's gtest suite keeps one core busy in a rig of its own (one device):
-# the other versions' rig tests (two devices) run beside it, and its
-# output follows theirs
-stage "UCX's UCT gtest suite (make rig-check-gtest) beside the other UCX versions' rig tests"
-make -s rig-check-gtest > gtest-rig.log 2>&1 &
-gtest_pid=$!
+# Two lanes of about one core each: the other versions' rig tests (a rig
+# with two devices); beside them their unit tests, at normal priority
+# (Check's timeouts would not hold beside a rig at the lowest), then UCX's
+# gtest suite in a rig of its own (one device). The second lane's output
+# follows the first's.
+stage "other UCX versions' rig tests, beside their unit tests and then UCX's UCT gtest suite (make rig-check-gtest)"
+rm -f other-ucx-check-* gtest-rig.rc
+(for v in "${other_built[@]}"; do
+     contrib/build-for-ucx.sh "$v" --check-only > /dev/null 2> "other-ucx-check-$v.log"
+     echo $? > "other-ucx-check-$v.rc"
+ done
+ make -s rig-check-gtest > gtest-rig.log 2>&1
+ echo $? > gtest-rig.rc) &
+lane_pid=$!
 : > other-ucx-tests.log
 if [ ${#other_builds[@]} -gt 0 ]; then
     make -s rig-check-other-ucx OTHER_UCX_BUILDS="${other_builds[*]}" 2>&1 | tee other-ucx-tests.log
     other_rig_rc=${PIPESTATUS[0]}
 fi
-wait "$gtest_pid" || rig_rc=1
+wait "$lane_pid"
+
+echo "--- other UCX versions' unit tests"
+: > other-ucx-unit.log
+for v in "${other_built[@]}"; do
+    cat "other-ucx-check-$v.log"
+    rc=$(cat "other-ucx-check-$v.rc" 2> /dev/null || echo 1)
+    check_log=.cache/hipower-ucx-$v/check.log
+    checks=
+    [ -r "$check_log" ] && checks=$(sed -n "s/^\(.*Checks:.*\)/UCX $v \1/p" "$check_log")
+    [ -n "$checks" ] && echo "$checks" >> other-ucx-unit.log
+    # A failure the Check counts do not show counts as one
+    if [ "$rc" != 0 ] && { [ -z "$checks" ] || grep -q 'Failures: 0, Errors: 0' <<< "$checks"; }; then
+        other_bad=$((other_bad + 1))
+        other_summary+=("UCX $v: make check failed (exit $rc, see above)")
+    fi
+done
 echo "--- UCX's UCT gtest suite"
 cat gtest-rig.log
 cat gtest-rig.log >> rig-tests.log
+[ "$(cat gtest-rig.rc 2> /dev/null || echo 1)" = 0 ] || rig_rc=1
 
 # Check prints "NN%: Checks: T, Failures: F, Errors: E"
 read -r u_total u_bad < <(sed -n 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p' unit-tests.log |

@@ -28,7 +28,8 @@ check_final() {
 
 # Lighter runs (run-other-ucx): HIPOWER_PERFTEST_MODES (or
 # HIPOWER_TEST_MODES): fewer modes; HIPOWER_PERFTEST_SIZES: these sizes
-# ("max" = the largest slot payload) in every mode;
+# ("max" = the largest slot payload) in every mode; HIPOWER_PERFTEST_TESTS:
+# these ucx_perftest tests (default am_lat am_bw);
 # HIPOWER_PERFTEST_COUNTERS=n: not the two counter runs below
 for mode in ${HIPOWER_PERFTEST_MODES:-${HIPOWER_TEST_MODES:-self push pull}}; do
     export UCX_HIPOWER_NOTIFY=$mode
@@ -37,7 +38,7 @@ for mode in ${HIPOWER_PERFTEST_MODES:-${HIPOWER_TEST_MODES:-self push pull}}; do
     sizes="8 64 1024 4096 $max"
     [ $mode = self ] || sizes="8 $max"
     [ -n "${HIPOWER_PERFTEST_SIZES:-}" ] && sizes=${HIPOWER_PERFTEST_SIZES//max/$max}
-    for test in am_lat am_bw; do
+    for test in ${HIPOWER_PERFTEST_TESTS:-am_lat am_bw}; do
         for size in $sizes; do
             for layout in short bcopy zcopy; do
                 [ "$layout" = short ] && [ "$size" -gt "$short_max" ] && continue
