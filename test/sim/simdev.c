@@ -165,7 +165,8 @@ static struct {
     enum {
         SIM_PLACE_IN_ORDER,
         SIM_PLACE_REVERSE,
-        SIM_PLACE_RANDOM
+        SIM_PLACE_RANDOM,
+        SIM_PLACE_TORN
     }                    placement;
     int                  num_devs;
     sim_dev_t            devs[SIM_MAX_DEVS];
@@ -291,9 +292,11 @@ static void sim_init(void)
         sim.placement = SIM_PLACE_REVERSE;
     } else if (!strcmp(placement, "random")) {
         sim.placement = SIM_PLACE_RANDOM;
+    } else if (!strcmp(placement, "torn")) {
+        sim.placement = SIM_PLACE_TORN;
     } else {
         fprintf(stderr, "hipower-sim: HIPOWER_SIM_PLACEMENT=%s: use in-order, "
-                "reverse or random\n", placement);
+                "torn, reverse or random\n", placement);
         abort();
     }
     sim.num_devs       = (int)sim_env_u64("HIPOWER_SIM_DEVICES", 2);
@@ -345,6 +348,8 @@ static void sim_init(void)
             "writes placed %s\n", sim.num_devs, sim.seed, sim.seed,
             sim.virtual_clock ? "virtual" : "wall",
             (sim.placement == SIM_PLACE_IN_ORDER) ? "in order" :
+            (sim.placement == SIM_PLACE_TORN) ?
+                    "in order, each packet in two steps cut at any byte" :
             (sim.placement == SIM_PLACE_REVERSE) ? "last piece first" :
             "in random order");
 }
@@ -1515,6 +1520,31 @@ static int sim_place(sim_qp_t *qp, sim_swr_t *swr, uint8_t *remote,
     uint64_t n   = (length + mtu - 1) / mtu;
     unsigned count = 1 + (unsigned)(sim_rand() % sim.pieces_per_step);
     uint64_t k, piece, off, len;
+
+    if (sim.placement == SIM_PLACE_TORN) {
+        /* In order, but each packet in two steps, cut at a byte the
+         * generator picks (swr->stride keeps it between the two): a poll
+         * may find any prefix of the write placed, even part of a word,
+         * as a CPU copying the packet byte by byte leaves it (rxe under
+         * an emulated CPU does) */
+        while ((count-- > 0) && (swr->pieces_done < 2 * n)) {
+            k     = swr->pieces_done++;
+            off   = (k / 2) * mtu;
+            len   = ((length - off) < mtu) ? (length - off) : mtu;
+            if ((k % 2) == 0) {
+                swr->stride = sim_rand() % (len + 1);
+                len         = swr->stride;
+            } else {
+                off += swr->stride;
+                len -= swr->stride;
+            }
+            if (len > 0) {
+                sim_copy_local(swr, off, remote + off, len, is_read);
+                sim.stats.bytes_placed += len;
+            }
+        }
+        return swr->pieces_done >= 2 * n;
+    }
 
     if ((swr->pieces_done == 0) && (n > 1)) {
         swr->stride = 1 + sim_rand() % n;

@@ -264,17 +264,18 @@ END_TEST
 /* What a receiver got from a filled slot */
 typedef struct {
     uint32_t done;      /* Bytes walked, from the top down */
-    unsigned batches;
+    unsigned batches;   /* Batches walked */
     unsigned count;     /* Messages */
     uint32_t lengths[2048];
     uint8_t  ids[2048];
     const uint8_t *data[2048];
 } fill_rx_t;
 
-/* Walks what the trailer's @a length covers beyond rx->done, as the
- * receive path does; every byte handed out lies in [top - length, top) */
-static hipower_fill_status_t fill_walk(const uint8_t *top, uint32_t length,
-                                       fill_rx_t *rx)
+/* Walks the batches the trailer's @a count counts beyond rx->batches in
+ * a slot of @a length bytes of payload, as the receive path does; every
+ * byte handed out lies in [top - length, top) */
+static hipower_fill_status_t fill_walk(const uint8_t *top, uint32_t count,
+                                       uint32_t length, fill_rx_t *rx)
 {
     const uint8_t *records;
     uint32_t records_length, size, msg_length;
@@ -283,9 +284,9 @@ static hipower_fill_status_t fill_walk(const uint8_t *top, uint32_t length,
     const void *data;
     uint8_t am_id;
 
-    while ((status = hipower_fill_next(top, rx->done, length, &records,
-                                       &records_length, &size)) ==
-           HIPOWER_FILL_BATCH) {
+    while ((status = hipower_fill_next(top, rx->done, rx->batches, count,
+                                       length, &records, &records_length,
+                                       &size)) == HIPOWER_FILL_BATCH) {
         ck_assert(records >= top - length);
         ck_assert(records + records_length + HIPOWER_FILL_FOOTER_SIZE ==
                   top - rx->done);
@@ -348,15 +349,18 @@ START_TEST(test_fill_round_trip)
         }
         ck_assert_uint_eq(hipower_fill_footer_store(scratch, bundle.length),
                           size);
-        /* The batch lands below the ones before, then the trailer says so */
+        /* The batch lands below the ones before, then the trailer counts
+         * it */
         memcpy(top - used - size, scratch, size);
         used += size;
         ++batches;
-        ck_assert_int_eq(fill_walk(top, used, &each), HIPOWER_FILL_END);
+        ck_assert_int_eq(fill_walk(top, batches, MAX_PAYLOAD, &each),
+                         HIPOWER_FILL_END);
         ck_assert_uint_eq(each.done, used);
     }
 
-    ck_assert_int_eq(fill_walk(top, used, &once), HIPOWER_FILL_END);
+    ck_assert_int_eq(fill_walk(top, batches, MAX_PAYLOAD, &once),
+                     HIPOWER_FILL_END);
     ck_assert_uint_ge(batches, 2);
     ck_assert_uint_eq(each.batches, batches);
     ck_assert_uint_eq(once.batches, batches);
@@ -369,7 +373,8 @@ START_TEST(test_fill_round_trip)
         ck_assert(once.data[i] == each.data[i]);
     }
     /* Nothing more: the walk stays at the end */
-    ck_assert_int_eq(fill_walk(top, used, &once), HIPOWER_FILL_END);
+    ck_assert_int_eq(fill_walk(top, batches, MAX_PAYLOAD, &once),
+                     HIPOWER_FILL_END);
     ck_assert_uint_eq(once.count, n);
     if (_i == 0) {
         /* 8-byte messages: 16 bytes of the slot each, and the footers */
@@ -384,7 +389,7 @@ static void put_footer(uint8_t *top, uint32_t done, uint64_t footer)
 }
 
 /* A peer's lies about batches, each refused where it is told, with the
- * batches before it delivered and nothing read below the trailer's length
+ * batches before it delivered and nothing read below the slot's payload
  * (the slot's lowest byte follows a guard page) */
 START_TEST(test_fill_hostile_slots)
 {
@@ -394,7 +399,8 @@ START_TEST(test_fill_hostile_slots)
     uint8_t *base, *top;
     void *map;
 
-    /* Two honest batches of one 8-byte message each (24 bytes) */
+    /* Two honest batches of one 8-byte message each (24 bytes), in a slot
+     * of 48 bytes of payload */
     base = guarded(&map, &map_size, 48, 1);
     top  = base + 48;
     memset(base, 0, 48);
@@ -403,54 +409,55 @@ START_TEST(test_fill_hostile_slots)
     put_header(top - 48, 8 | (4ull << 32));
     put_footer(top, 24, 24 | tag);
     memset(&rx, 0, sizeof(rx));
-    ck_assert_int_eq(fill_walk(top, 48, &rx), HIPOWER_FILL_END);
+    ck_assert_int_eq(fill_walk(top, 2, 48, &rx), HIPOWER_FILL_END);
     ck_assert_uint_eq(rx.count, 2);
     ck_assert_uint_eq(rx.ids[0], 3);
     ck_assert_uint_eq(rx.ids[1], 4);
 
-    /* The second footer: no tag, reserved bits, a size past the length
-     * (by 8, and near 2^32), not a multiple of 8, below one record */
+    /* The second footer: no tag, reserved bits, a size past the slot (by
+     * 8, and near 2^32), not a multiple of 8, below one record */
     put_footer(top, 24, 24);
     memset(&rx, 0, sizeof(rx));
-    ck_assert_int_eq(fill_walk(top, 48, &rx), HIPOWER_FILL_BAD_FOOTER);
+    ck_assert_int_eq(fill_walk(top, 2, 48, &rx), HIPOWER_FILL_BAD_FOOTER);
     ck_assert_uint_eq(rx.count, 1);
     put_footer(top, 24, 24 | tag | (1ull << 40));
-    rx.done = 24;
-    ck_assert_int_eq(fill_walk(top, 48, &rx), HIPOWER_FILL_BAD_FOOTER);
+    ck_assert_int_eq(fill_walk(top, 2, 48, &rx), HIPOWER_FILL_BAD_FOOTER);
     put_footer(top, 24, 32 | tag);
-    ck_assert_int_eq(fill_walk(top, 48, &rx), HIPOWER_FILL_BAD_SIZE);
+    ck_assert_int_eq(fill_walk(top, 2, 48, &rx), HIPOWER_FILL_BAD_SIZE);
     put_footer(top, 24, 0xfffffff8ull | tag);
-    ck_assert_int_eq(fill_walk(top, 48, &rx), HIPOWER_FILL_BAD_SIZE);
+    ck_assert_int_eq(fill_walk(top, 2, 48, &rx), HIPOWER_FILL_BAD_SIZE);
     put_footer(top, 24, 20 | tag);
-    ck_assert_int_eq(fill_walk(top, 48, &rx), HIPOWER_FILL_BAD_SIZE);
+    ck_assert_int_eq(fill_walk(top, 2, 48, &rx), HIPOWER_FILL_BAD_SIZE);
     put_footer(top, 24, 8 | tag);
-    ck_assert_int_eq(fill_walk(top, 48, &rx), HIPOWER_FILL_BAD_SIZE);
+    ck_assert_int_eq(fill_walk(top, 2, 48, &rx), HIPOWER_FILL_BAD_SIZE);
     ck_assert_uint_eq(rx.done, 24);
+    ck_assert_uint_eq(rx.batches, 1);
 
-    /* A length that leaves less than a batch, one not a multiple of 8, one
-     * that went below what was walked */
+    /* A count past what the slot holds (a third batch where less than one
+     * is left), and one that went below what was walked */
     put_footer(top, 24, 24 | tag);
-    ck_assert_int_eq(fill_walk(top, 32, &rx), HIPOWER_FILL_BAD_SIZE);
-    ck_assert_int_eq(fill_walk(top, 44, &rx), HIPOWER_FILL_BAD_SIZE);
-    ck_assert_int_eq(fill_walk(top, 16, &rx), HIPOWER_FILL_SHRANK);
-    ck_assert_uint_eq(rx.count, 1);
+    ck_assert_int_eq(fill_walk(top, 3, 48, &rx), HIPOWER_FILL_BAD_SIZE);
+    ck_assert_uint_eq(rx.count, 2);
+    ck_assert_uint_eq(rx.done, 48);
+    ck_assert_int_eq(fill_walk(top, 1, 48, &rx), HIPOWER_FILL_SHRANK);
+    ck_assert_uint_eq(rx.count, 2);
 
     /* No batch at all */
     memset(&rx, 0, sizeof(rx));
-    ck_assert_int_eq(fill_walk(top, 0, &rx), HIPOWER_FILL_EMPTY);
+    ck_assert_int_eq(fill_walk(top, 0, 48, &rx), HIPOWER_FILL_EMPTY);
 
     ck_assert_int_eq(munmap(map, map_size), 0);
 }
 END_TEST
 
-/* Random bytes as filled slots, walked in random steps of the trailer's
- * length: whatever is returned lies inside the length (a read below it
- * faults on the guard page), and every walk ends */
+/* Random bytes as filled slots, walked as a trailer counts more batches in
+ * random steps: whatever is returned lies inside the slot's payload (a
+ * read below it faults on the guard page), and every walk ends */
 START_TEST(test_fill_random_slots)
 {
     uint64_t rng = 0xf177ed;
     static fill_rx_t rx;
-    uint32_t length, step, i;
+    uint32_t length, count, i;
     unsigned trial;
     size_t map_size;
     uint8_t *base;
@@ -471,8 +478,9 @@ START_TEST(test_fill_random_slots)
                        ((bundle_rand(&rng) << 32) ^ bundle_rand(&rng)));
         }
         memset(&rx, 0, sizeof(rx));
-        for (step = 8; step <= length; step += 8 * (1 + bundle_rand(&rng) % 8)) {
-            if (fill_walk(base + length, step, &rx) < 0) {
+        for (count = 1; count <= HIPOWER_FILL_MAX_BATCHES;
+             count += 1 + (uint32_t)(bundle_rand(&rng) % 4)) {
+            if (fill_walk(base + length, count, length, &rx) < 0) {
                 break;
             }
         }

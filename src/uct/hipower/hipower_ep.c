@@ -1454,9 +1454,11 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->rx.epoch            = self->tx.epoch;
     self->rx.wants            = 0;
     self->rx.fill_done        = 0;
+    self->rx.fill_walked      = 0;
     self->rx.fill_extra       = 0;
     self->tx.fill.seq         = 0;
     self->tx.fill.length      = 0;
+    self->tx.fill.count       = 0;
     self->tx.fill.ack_flags   = 0;
     self->rx.granted.count    = 0;
     self->rx.granted.start    = 0;

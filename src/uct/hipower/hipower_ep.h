@@ -138,8 +138,10 @@ typedef struct uct_hipower_ep {
     struct {
         hipower_rx_ring_t        ring;
         /* The slot at the ring's head is a filled slot still open
-         * (hipower_fill.h): the bytes of its batches walked, 0 if none */
+         * (hipower_fill.h): the bytes of its batches walked, 0 if none,
+         * and how many batches they are */
         uint32_t                 fill_done;
+        uint32_t                 fill_walked;
         /* Batches walked in filled slots beyond one per slot moved past:
          * with ring.taken, what the sender's announced count counts */
         uint32_t                 fill_extra;
@@ -196,6 +198,7 @@ typedef struct uct_hipower_ep {
         struct {
             uint32_t             seq;
             uint32_t             length;       /* Of its batches so far */
+            uint32_t             count;        /* Its batches so far */
             uint64_t             ack_flags;    /* Its first frame's switch */
         } fill;
     } tx;
@@ -634,6 +637,18 @@ uct_hipower_ep_bundle_fits(uct_hipower_ep_t *ep, uint32_t length)
             HIPOWER_FILL_FOOTER_SIZE : 0) <= max_payload;
 }
 
+/* The frame kinds of a filled slot (hipower_ep_am.c's send_msg) */
+#define UCT_HIPOWER_FILL_FIRST   2
+#define UCT_HIPOWER_FILL_APPEND  1
+
+/* Posts the first batch of a filled slot, @a size bytes at @a data in
+ * @a op's buffer (records and footer, room for the trailer after them), as
+ * the frame of the peer's next slot, its trailer counting one batch; the
+ * caller checked the slot and the room */
+ucs_status_t uct_hipower_ep_send_fill_first(uct_hipower_ep_t *ep, void *data,
+                                            uint32_t size,
+                                            uct_hipower_tx_op_t *op);
+
 /* Posts a batch of @a size bytes at @a data in @a op's buffer (records and
  * footer, room for the trailer after them) into the peer's slot our
  * bundles fill, below its batches so far, and the slot's trailer after it
@@ -644,12 +659,14 @@ ucs_status_t uct_hipower_ep_send_batch(uct_hipower_ep_t *ep, void *data,
 
 /* Whether the peer's slot our bundles fill takes a batch of @a size: no
  * slot was taken since it was (a take moves ring.head; a switch to a new
- * run clears the length), and it has room */
+ * run clears the length), it has room, and its trailer can count one
+ * batch more */
 static UCS_F_ALWAYS_INLINE int
 uct_hipower_ep_fill_takes(const uct_hipower_ep_t *ep, uint32_t size)
 {
     return (ep->tx.fill.length != 0) &&
            (ep->tx.ring.head == ep->tx.fill.seq + 1) &&
+           (ep->tx.fill.count < HIPOWER_FILL_MAX_BATCHES) &&
            hipower_fill_fits(ep->tx.fill.length, size,
                              uct_hipower_ep_iface((uct_hipower_ep_t*)ep)->
                                      config.max_payload);

@@ -160,10 +160,13 @@ static ucs_status_t uct_hipower_ep_send_hello(uct_hipower_ep_t *ep)
  * @a one_write (a constant): the endpoint has UCT_HIPOWER_EP_FLAG_ONE_WRITE,
  * so all of that is known in advance and the compiler drops it: the
  * trailer follows the data in the one write, which also wakes the peer.
- * @a append (a constant, never with @a one_write): the data is one more
- * batch of the slot our bundles fill (tx.fill, hipower_fill.h): no slot
- * is taken, the batch lands below the ones before it and the trailer,
- * rewritten with the slot's new length, is a write of its own after it.
+ * @a append (a constant, never with @a one_write): UCT_HIPOWER_FILL_FIRST,
+ * the data is the first batch of a filled slot (hipower_fill.h), whose
+ * trailer counts one batch instead of saying its length;
+ * UCT_HIPOWER_FILL_APPEND, it is one more batch of the slot our bundles
+ * fill (tx.fill): no slot is taken, the batch lands below the ones before
+ * it and the trailer, rewritten with the slot's new batch count, is a
+ * write of its own after it.
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
@@ -192,7 +195,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
         }
     }
 
-    if (append) {
+    if (append == UCT_HIPOWER_FILL_APPEND) {
         /* Below the batches before: the slot's length grows by this one,
          * and a first frame's switch flags stay in the ack word (the
          * receiver reads them there when it moves to this run) */
@@ -200,7 +203,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
         data_offset = hipower_slot_place(&ep->peer.placement,
                                          ep->tx.fill.length + length);
         hipower_slot_trailer_store(trailer_p, am_id,
-                                   ep->tx.fill.length + length, seq,
+                                   ep->tx.fill.count + 1, seq,
                                    hipower_rx_ring_acked(&ep->rx.ring) |
                                    ep->tx.fill.ack_flags | ep->tx.ack_flags);
     } else {
@@ -209,7 +212,9 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
         /* Right after the data; it acknowledges what we released of the
          * peer's messages, so that under two-way traffic the peer recycles
          * without reading our bitmap */
-        hipower_slot_trailer_store(trailer_p, am_id, length, seq,
+        hipower_slot_trailer_store(trailer_p, am_id,
+                                   (append == UCT_HIPOWER_FILL_FIRST) ? 1 :
+                                   length, seq,
                                    hipower_rx_ring_acked(&ep->rx.ring) |
                                    ep->tx.ack_flags);
     }
@@ -334,7 +339,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
 
 err_undo:
     /* Nothing of this message was posted: give the slot back */
-    if (!append) {
+    if (append != UCT_HIPOWER_FILL_APPEND) {
         hipower_tx_ring_untake(&ep->tx.ring);
     }
     ep->tx.msgs--;
@@ -389,11 +394,21 @@ ucs_status_t uct_hipower_ep_send_frame(uct_hipower_ep_t *ep, void *data,
     return uct_hipower_ep_send_buffer(ep, data, length, am_id, op);
 }
 
+ucs_status_t uct_hipower_ep_send_fill_first(uct_hipower_ep_t *ep, void *data,
+                                            uint32_t size,
+                                            uct_hipower_tx_op_t *op)
+{
+    return uct_hipower_ep_send_buffer_mode(ep, data, size,
+                                           HIPOWER_SLOT_AM_FILL, op, 0,
+                                           UCT_HIPOWER_FILL_FIRST);
+}
+
 ucs_status_t uct_hipower_ep_send_batch(uct_hipower_ep_t *ep, void *data,
                                        uint32_t size, uct_hipower_tx_op_t *op)
 {
     return uct_hipower_ep_send_buffer_mode(ep, data, size,
-                                           HIPOWER_SLOT_AM_FILL, op, 0, 1);
+                                           HIPOWER_SLOT_AM_FILL, op, 0,
+                                           UCT_HIPOWER_FILL_APPEND);
 }
 
 /*

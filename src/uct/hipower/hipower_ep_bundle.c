@@ -122,6 +122,7 @@ static ucs_status_t uct_hipower_ep_bundle_fill(uct_hipower_ep_t *ep,
             return status;
         }
         ep->tx.fill.length += size;
+        ep->tx.fill.count++;
         iface->stats.tx_fill_batches++;
         return UCS_OK;
     }
@@ -133,8 +134,7 @@ static ucs_status_t uct_hipower_ep_bundle_fill(uct_hipower_ep_t *ep,
     }
 
     ack_flags = ep->tx.ack_flags; /* The frame says them once */
-    status    = uct_hipower_ep_send_frame(ep, frame->base, size,
-                                          HIPOWER_SLOT_AM_FILL, op);
+    status    = uct_hipower_ep_send_fill_first(ep, frame->base, size, op);
     if (status != UCS_OK) {
         return status;
     }
@@ -143,6 +143,7 @@ static ucs_status_t uct_hipower_ep_bundle_fill(uct_hipower_ep_t *ep,
      * wait for a next slot that needs this one back) */
     ep->tx.fill.seq       = ep->tx.ring.head - 1;
     ep->tx.fill.length    = (ep->tx.ring.num_slots > 1) ? size : 0;
+    ep->tx.fill.count     = 1;
     ep->tx.fill.ack_flags = ack_flags & UCT_HIPOWER_FILL_ACK_KEEP;
     iface->stats.tx_fills++;
     return UCS_OK;

@@ -298,10 +298,10 @@ uct_hipower_ep_rx_bundle(uct_hipower_ep_t *ep, const void *frame,
  */
 
 /* Delivers the batches of the filled slot at @a slot_base that @a trailer
- * (its key matched, its length within the slot) covers beyond
- * ep->rx.fill_done; returns the messages delivered. A batch a peer lied
- * about fails the endpoint as any bad frame (what came before it stays
- * delivered). */
+ * (its key matched, a count of batches) counts beyond the
+ * ep->rx.fill_walked walked (ep->rx.fill_done bytes); returns the messages
+ * delivered. A batch a peer lied about fails the endpoint as any bad frame
+ * (what came before it stays delivered). */
 static unsigned uct_hipower_ep_rx_fill_walk(uct_hipower_ep_t *ep,
                                             char *slot_base,
                                             hipower_slot_trailer_t trailer,
@@ -311,21 +311,24 @@ static unsigned uct_hipower_ep_rx_fill_walk(uct_hipower_ep_t *ep,
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     const uint32_t trailer_offset = iface->config.layout.trailer_offset;
     const uint8_t *top         = (const uint8_t*)slot_base + trailer_offset;
-    uint32_t length            = (uint32_t)trailer;
+    uint32_t batches           = (uint32_t)trailer;
     hipower_fill_status_t status;
     const uint8_t *records;
     uint32_t records_length, size;
     unsigned count = 0;
 
-    while ((status = hipower_fill_next(top, ep->rx.fill_done, length,
-                                       &records, &records_length,
-                                       &size)) == HIPOWER_FILL_BATCH) {
+    while ((status = hipower_fill_next(top, ep->rx.fill_done,
+                                       ep->rx.fill_walked, batches,
+                                       iface->config.max_payload, &records,
+                                       &records_length, &size)) ==
+           HIPOWER_FILL_BATCH) {
         /* A bundle's records (and the trailer's acknowledgement, as any
          * frame's: a later batch's trailer carries a newer one) */
         count += uct_hipower_ep_rx_bundle(ep, records, records_length,
                                           top, seq, slot, hold);
         iface->stats.rx_fill_batches += (ep->rx.fill_done != 0);
         ep->rx.fill_done += size;
+        ++ep->rx.fill_walked;
         ++ep->rx.fill_extra;
         if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
             return count;
@@ -334,10 +337,10 @@ static unsigned uct_hipower_ep_rx_fill_walk(uct_hipower_ep_t *ep,
 
     if (ucs_unlikely(status != HIPOWER_FILL_END)) {
         ucs_error(UCT_HIPOWER_EP_FMT ": filled slot %u (message %u) from the "
-                  "peer, %u of %u bytes delivered: %s; a broken or hostile "
-                  "peer, the endpoint fails", UCT_HIPOWER_EP_ARG(ep), slot,
-                  seq, ep->rx.fill_done, length,
-                  hipower_fill_status_str(status));
+                  "peer, %u of %u batches (%u bytes) delivered: %s; a broken "
+                  "or hostile peer, the endpoint fails",
+                  UCT_HIPOWER_EP_ARG(ep), slot, seq, ep->rx.fill_walked,
+                  batches, ep->rx.fill_done, hipower_fill_status_str(status));
         iface->stats.bad_slots++;
         ep->flags |= UCT_HIPOWER_EP_FLAG_BAD_FRAME;
     }
@@ -383,7 +386,7 @@ uct_hipower_ep_rx_fill(uct_hipower_ep_t *ep, char *slot_base, uint32_t seq,
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
-    if (!hipower_slot_trailer_is_fill(trailer, iface->config.max_payload)) {
+    if (!hipower_slot_trailer_is_fill(trailer)) {
         /* It was filled, and the peer wrote something else over it */
         uct_hipower_ep_rx_bad_slot(ep, trailer, seq, slot);
         goto done;
@@ -404,7 +407,7 @@ uct_hipower_ep_rx_fill(uct_hipower_ep_t *ep, char *slot_base, uint32_t seq,
     ucs_memory_cpu_load_fence();
     trailer = *hipower_slot_mark(slot_base, &iface->config.layout);
     if (!hipower_slot_trailer_is(trailer, seq) ||
-        !hipower_slot_trailer_is_fill(trailer, iface->config.max_payload)) {
+        !hipower_slot_trailer_is_fill(trailer)) {
         uct_hipower_ep_rx_bad_slot(ep, trailer, seq, slot);
         goto done;
     }
@@ -416,6 +419,7 @@ done:
     /* One slot, taken by the ring's count from now on */
     ep->rx.fill_extra -= (ep->rx.fill_done != 0);
     ep->rx.fill_done   = 0;
+    ep->rx.fill_walked = 0;
     return 1;
 }
 
@@ -443,6 +447,7 @@ uct_hipower_ep_rx_fill_resume(uct_hipower_ep_t *ep, int close, int hold)
         uct_hipower_ep_rx_bad_slot(ep, trailer, seq, slot);
         ep->rx.fill_extra -= 1;
         ep->rx.fill_done   = 0;
+        ep->rx.fill_walked = 0;
         return 0;
     }
     ucs_memory_cpu_load_fence();
@@ -468,7 +473,7 @@ static int uct_hipower_ep_rx_fill_ready(uct_hipower_ep_t *ep)
                                  (size_t)slot * iface->config.layout.stride,
                                  &iface->config.layout);
     return !hipower_slot_trailer_is(trailer, ring->head) ||
-           ((uint32_t)trailer != ep->rx.fill_done) ||
+           ((uint32_t)trailer != ep->rx.fill_walked) ||
            uct_hipower_ep_rx_fill_next_arrived(ep, ring->head, slot);
 }
 
@@ -717,7 +722,7 @@ static unsigned uct_hipower_ep_rx_progress_self(uct_hipower_ep_t *ep)
                 break;
             }
         } else if (iface->config.bundle_fill &&
-                   hipower_slot_trailer_is_fill(trailer, max_payload)) {
+                   hipower_slot_trailer_is_fill(trailer)) {
             /* Batches of bundles, counted as they are walked */
             if (!uct_hipower_ep_rx_fill(ep, slot_base, seq + i, slot, trailer,
                                         0, 0, &fill_count)) {

@@ -14,10 +14,11 @@ const char *hipower_fill_status_str(hipower_fill_status_t status)
     case HIPOWER_FILL_BAD_FOOTER:
         return "a batch footer without its tag";
     case HIPOWER_FILL_BAD_SIZE:
-        return "a batch size that leaves the slot's length, is not a "
-               "multiple of 8 or holds no record";
+        return "a batch size that leaves the slot, is not a multiple of 8 "
+               "or holds no record";
     case HIPOWER_FILL_SHRANK:
-        return "a trailer whose length went below what was delivered";
+        return "a trailer whose batch count went below the batches "
+               "delivered";
     case HIPOWER_FILL_EMPTY:
         return "a filled slot without a batch";
     }

@@ -17,11 +17,11 @@
  * waiting at one moment.
  *
  * A filled slot's trailer (hipower_slot.h) has the AM id
- * HIPOWER_SLOT_AM_FILL and as its length the bytes of all batches written
- * so far. The batches stack downward from the trailer: the first ends
- * where the trailer starts, each later one where the one before starts.
- * A batch is a bundle's records (hipower_bundle.h) followed by an 8-byte
- * footer:
+ * HIPOWER_SLOT_AM_FILL and, in its length field, the number of batches
+ * written so far (1 to HIPOWER_FILL_MAX_BATCHES). The batches stack
+ * downward from the trailer: the first ends where the trailer starts, each
+ * later one where the one before starts. A batch is a bundle's records
+ * (hipower_bundle.h) followed by an 8-byte footer:
  *
  *   footer: bits  0..31  the batch's size in bytes, footer included
  *           bits 32..39  HIPOWER_SLOT_AM_FILL
@@ -29,18 +29,33 @@
  *
  * The first batch and the trailer are one RDMA_WRITE, as any frame; a
  * later batch is a write of its own followed by a write of the trailer
- * with the new length, so that, with RC's order and in-order placement,
- * a trailer that says N bytes means N bytes of batches have landed. The
- * receiver walks batches from the top: the footer right below what it
- * walked says where the next batch starts. It reads nothing that the
- * trailer it read does not cover, and that trailer sits where every lap
- * of the slot writes its own, so nothing of an earlier lap is ever taken
- * for a batch. Plain C, no device; the footer is read once and checked
- * against what is left of the trailer's length before the batch is used.
+ * with the new count, so that, with RC's order and in-order placement, a
+ * trailer that says N batches means N batches have landed.
+ *
+ * Why a count of batches and not their length in bytes: a rewrite keeps
+ * the trailer's key (magic and sequence, its last bytes), so a receiver
+ * that reads the trailer while the rewrite lands cannot tell from the key
+ * that it is whole. In-order placement at byte granularity (rxe copying a
+ * packet under an emulated CPU does; the simulator's "torn" placement
+ * does) then shows a length half old, half new: 5,800 bytes read as 5,680
+ * (stop 43's rig failure). The count lives in the length field's first
+ * byte, the others stay 0: a rewrite changes that byte alone, and a read
+ * sees the old count or the new one. The ack word beside it may be read
+ * half rewritten too; its acknowledgement is then a count between the old
+ * and the new one or behind what is known, which frees only slots the
+ * peer did release or none (hipower_tx_ring_ack()).
+ *
+ * The receiver walks batches from the top: the footer right below what it
+ * walked says where the next batch starts. It walks no more batches than
+ * the trailer it read counts, and that trailer sits where every lap of the
+ * slot writes its own, so nothing of an earlier lap is ever taken for a
+ * batch. Plain C, no device; the footer is read once and checked against
+ * what is left of the slot before the batch is used.
  */
 
 #define HIPOWER_SLOT_AM_FILL      0xfd  /* AM id of a filled slot's trailer */
 #define HIPOWER_FILL_FOOTER_SIZE  8
+#define HIPOWER_FILL_MAX_BATCHES  255   /* One byte of the trailer */
 
 /* The smallest batch: one record header and the footer */
 #define HIPOWER_FILL_MIN_BATCH    (HIPOWER_BUNDLE_HDR_SIZE + \
@@ -70,41 +85,44 @@ static inline int hipower_fill_fits(uint32_t used, uint32_t size,
 }
 
 typedef enum {
-    HIPOWER_FILL_END        = 0,  /* Every batch the length covers walked */
+    HIPOWER_FILL_END        = 0,  /* Every batch the trailer counts walked */
     HIPOWER_FILL_BATCH      = 1,  /* One more batch */
     HIPOWER_FILL_BAD_FOOTER = -1, /* A footer without its tag */
-    HIPOWER_FILL_BAD_SIZE   = -2, /* A batch size that leaves the length,
-                                     or not a multiple of 8, or too small */
-    HIPOWER_FILL_SHRANK     = -3, /* The length went below what was walked */
+    HIPOWER_FILL_BAD_SIZE   = -2, /* A batch size that leaves the slot, or
+                                     not a multiple of 8, or too small */
+    HIPOWER_FILL_SHRANK     = -3, /* The count went below what was walked */
     HIPOWER_FILL_EMPTY      = -4  /* A filled slot without a batch */
 } hipower_fill_status_t;
 
 /**
  * The next batch of a filled slot whose batches stack down from @a top
- * (where the trailer starts), @a done bytes of them walked already, the
- * trailer now saying @a length: on HIPOWER_FILL_BATCH sets *records_p and
- * *records_length_p to the batch's records (walk them with
- * hipower_bundle_iter_init()/hipower_bundle_next()) and *size_p to the
- * batch's size, which the caller adds to @a done once they are walked.
- * The peer writes the slot: the footer is read once, and the batch it
- * describes lies within the @a length bytes below @a top whatever it says.
+ * (where the trailer starts) within @a max_payload bytes, @a done bytes in
+ * @a walked batches walked already, the trailer now counting @a count: on
+ * HIPOWER_FILL_BATCH sets *records_p and *records_length_p to the batch's
+ * records (walk them with hipower_bundle_iter_init()/hipower_bundle_next())
+ * and *size_p to the batch's size, which the caller adds to @a done (and 1
+ * to @a walked) once they are walked. The peer writes the slot: the footer
+ * is read once, and the batch it describes lies within the @a max_payload
+ * bytes below @a top whatever it says. The caller keeps @a done within
+ * @a max_payload (every batch walked so far was).
  */
 static inline hipower_fill_status_t
-hipower_fill_next(const uint8_t *top, uint32_t done, uint32_t length,
+hipower_fill_next(const uint8_t *top, uint32_t done, uint32_t walked,
+                  uint32_t count, uint32_t max_payload,
                   const uint8_t **records_p, uint32_t *records_length_p,
                   uint32_t *size_p)
 {
     uint32_t left, size;
     uint64_t footer;
 
-    if (length == done) {
-        return (done == 0) ? HIPOWER_FILL_EMPTY : HIPOWER_FILL_END;
+    if (count == walked) {
+        return (walked == 0) ? HIPOWER_FILL_EMPTY : HIPOWER_FILL_END;
     }
-    if (length < done) {
+    if (count < walked) {
         return HIPOWER_FILL_SHRANK;
     }
 
-    left = length - done;
+    left = max_payload - done;
     if (left < HIPOWER_FILL_MIN_BATCH) {
         return HIPOWER_FILL_BAD_SIZE;
     }

@@ -104,13 +104,12 @@ static inline int hipower_slot_trailer_is_bundle(uint64_t trailer,
 }
 
 /* Whether an arrived trailer (key matched) is that of a filled slot
- * (hipower_fill.h) whose length fits a slot of @a max_payload bytes of
- * data: its batches are checked as they are walked */
-static inline int hipower_slot_trailer_is_fill(uint64_t trailer,
-                                               size_t max_payload)
+ * (hipower_fill.h), its length field a count of batches: they are checked
+ * as they are walked */
+static inline int hipower_slot_trailer_is_fill(uint64_t trailer)
 {
     return ((unsigned)(trailer >> 32) & 0xff) == HIPOWER_SLOT_AM_FILL &&
-           (uint32_t)trailer <= max_payload;
+           ((uint32_t)trailer - 1 < HIPOWER_FILL_MAX_BATCHES);
 }
 
 /* Ack word flags (bits 32..63, see above) */
