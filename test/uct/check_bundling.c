@@ -990,6 +990,15 @@ START_TEST(test_bundle_fill_stream)
         printf("filled slots stream: self mode only\n");
         return;
     }
+    /* On the rig the test program never calls ucs_async_check_miss(): the
+     * 10 us hold timer's ticks missed while progress holds the async lock
+     * pile up in UCX's miss queue until it aborts ("Failed to push event
+     * to miss queue", t_uct_transport once). The rig checks filled slots
+     * with ucx_perftest am_bw instead (docs/protocol.md 2.2). */
+    if (getenv("HIPOWER_TEST_ON_SIM") == NULL) {
+        printf("filled slots stream: on the simulated device only\n");
+        return;
+    }
     n = getenv("HIPOWER_TEST_FILL_MSGS") ?
         atoi(getenv("HIPOWER_TEST_FILL_MSGS")) : 100000;
     fill_setup("10us");
