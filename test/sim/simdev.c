@@ -125,6 +125,7 @@ typedef struct sim_swr {
      * HIPOWER_SIM_PLACEMENT says (piece k is (k * stride + start) % n) */
     uint64_t             pieces_done;
     uint64_t             stride, start;
+    uint64_t             cut;   /* Torn: where the current packet splits */
 } sim_swr_t;
 
 typedef struct sim_rwr {
@@ -1523,7 +1524,7 @@ static int sim_place(sim_qp_t *qp, sim_swr_t *swr, uint8_t *remote,
 
     if (sim.placement == SIM_PLACE_TORN) {
         /* In order, but each packet in two steps, cut at a byte the
-         * generator picks (swr->stride keeps it between the two): a poll
+         * generator picks (swr->cut keeps it between the two): a poll
          * may find any prefix of the write placed, even part of a word,
          * as a CPU copying the packet byte by byte leaves it (rxe under
          * an emulated CPU does) */
@@ -1532,11 +1533,11 @@ static int sim_place(sim_qp_t *qp, sim_swr_t *swr, uint8_t *remote,
             off   = (k / 2) * mtu;
             len   = ((length - off) < mtu) ? (length - off) : mtu;
             if ((k % 2) == 0) {
-                swr->stride = sim_rand() % (len + 1);
-                len         = swr->stride;
+                swr->cut = sim_rand() % (len + 1);
+                len      = swr->cut;
             } else {
-                off += swr->stride;
-                len -= swr->stride;
+                off += swr->cut;
+                len -= swr->cut;
             }
             if (len > 0) {
                 sim_copy_local(swr, off, remote + off, len, is_read);
