@@ -483,16 +483,32 @@ uct_hipower_ep_may_bundle(uct_hipower_ep_t *ep, ucs_status_t status)
            (ep->tx.ring.num_slots > 0);
 }
 
+/* A message placed into a bundle opened for it as a batch of the open
+ * filled slot (uct_hipower_ep_am_place()'s @a post): posted at once. It
+ * was accepted: a post that fails fails the endpoint, which reports it
+ * (uct_hipower_ep_bundle_post()); one that finds no room leaves it to
+ * progress, as any bundle. */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_am_post_placed(uct_hipower_ep_t *ep, ucs_status_t status,
+                              int post)
+{
+    if (ucs_unlikely(post) && (status == UCS_OK)) {
+        (void)uct_hipower_ep_bundle_post(ep, 1);
+    }
+}
+
 /*
  * Where a short or bcopy message of @a length bytes goes when it does not
  * take am_short's fast path: a frame of its own, now (UCS_OK); the
  * endpoint's bundle (UCS_INPROGRESS); or nowhere yet (UCS_ERR_NO_RESOURCE,
  * or an error). An open bundle keeps the endpoint's order: the message
  * joins it, or the bundle goes first. While a pending dispatch gathers
- * (UCT_HIPOWER_EP_FLAG_GATHER), every message goes into the bundle.
+ * (UCT_HIPOWER_EP_FLAG_GATHER), every message goes into the bundle. With
+ * the window open and a filled slot open (uct_hipower_ep_fill_open()), the
+ * message opens a bundle that the caller posts at once (@a post_p set).
  */
 static ucs_status_t uct_hipower_ep_am_place(uct_hipower_ep_t *ep,
-                                            uint32_t length)
+                                            uint32_t length, int *post_p)
 {
     ucs_status_t status;
 
@@ -518,6 +534,13 @@ static ucs_status_t uct_hipower_ep_am_place(uct_hipower_ep_t *ep,
         return UCS_INPROGRESS;
     }
 
+    if (uct_hipower_ep_fill_open(ep) &&
+        !hipower_txwin_full(&ep->tx.win, ep->txqp.txq.acked_sn)) {
+        /* A batch of its own in the open filled slot, now */
+        *post_p = 1;
+        return UCS_INPROGRESS;
+    }
+
     status = uct_hipower_ep_tx_am_room(ep, 1);
     return uct_hipower_ep_may_bundle(ep, status) ? UCS_INPROGRESS : status;
 }
@@ -537,6 +560,7 @@ static UCS_F_ALWAYS_INLINE int uct_hipower_ep_am_fast(uct_hipower_ep_t *ep)
              UCT_HIPOWER_EP_FLAG_CONNECTED)) &&
            ucs_queue_is_empty(&ep->pending_q) &&
            !uct_hipower_ep_tx_granted(ep) &&
+           !uct_hipower_ep_fill_open(ep) &&
            (hipower_tx_ring_free(&ep->tx.ring) > 0) &&
            !hipower_txwin_full(&ep->tx.win, ep->txqp.txq.acked_sn) &&
            uct_hipower_ep_has_room(ep, 2);
@@ -549,18 +573,20 @@ uct_hipower_ep_am_short_slow(uct_hipower_ep_t *ep, uint8_t id, uint64_t hdr,
                              const void *buffer, unsigned length)
 {
     ucs_status_t status;
+    int post = 0;
 
     status = uct_hipower_ep_user_check(ep);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
 
-    status = uct_hipower_ep_am_place(ep, sizeof(hdr) + length);
+    status = uct_hipower_ep_am_place(ep, sizeof(hdr) + length, &post);
     if (ucs_likely(status == UCS_OK)) {
         return uct_hipower_ep_am_short_frame(ep, id, hdr, buffer, length, 0);
     } else if (status == UCS_INPROGRESS) {
-        return uct_hipower_ep_bundle_add(ep, id, &hdr, sizeof(hdr), buffer,
-                                         length);
+        status = uct_hipower_ep_bundle_add(ep, id, &hdr, sizeof(hdr), buffer,
+                                           length);
+        uct_hipower_ep_am_post_placed(ep, status, post);
     }
     return status;
 }
@@ -636,6 +662,7 @@ uct_hipower_ep_am_bcopy_bundle(uct_hipower_ep_t *ep, uint8_t id,
     ucs_status_t status;
     size_t length;
     void *data, *buffer;
+    int post = 0;
 
     if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
         status = uct_hipower_ep_bundle_open(ep);
@@ -674,7 +701,7 @@ uct_hipower_ep_am_bcopy_bundle(uct_hipower_ep_t *ep, uint8_t id,
     memcpy(buffer, data, length);
 
     /* The open bundle goes first and takes no more (am_place) */
-    status = uct_hipower_ep_am_place(ep, length);
+    status = uct_hipower_ep_am_place(ep, length, &post);
     if (status == UCS_OK) {
         status = uct_hipower_ep_send_buffer(ep, buffer, length, id, op);
         if (status != UCS_OK) {
@@ -685,6 +712,7 @@ uct_hipower_ep_am_bcopy_bundle(uct_hipower_ep_t *ep, uint8_t id,
         if (status == UCS_INPROGRESS) {
             status = uct_hipower_ep_bundle_add(ep, id, NULL, 0, buffer,
                                                length);
+            uct_hipower_ep_am_post_placed(ep, status, post);
         }
         ucs_mpool_put_inline(op);
         if (status != UCS_OK) {
@@ -745,6 +773,7 @@ uct_hipower_ep_am_bcopy_slow(uct_hipower_ep_t *ep, uint8_t id,
                              uct_pack_callback_t pack_cb, void *arg)
 {
     ucs_status_t status;
+    ssize_t length;
 
     status = uct_hipower_ep_user_check(ep);
     if (ucs_unlikely(status != UCS_OK)) {
@@ -766,6 +795,15 @@ uct_hipower_ep_am_bcopy_slow(uct_hipower_ep_t *ep, uint8_t id,
         /* Earlier messages wait in the bundle: this one goes after them;
          * or a pending dispatch gathers its requests into one */
         return uct_hipower_ep_am_bcopy_bundle(ep, id, pack_cb, arg);
+    }
+
+    if (uct_hipower_ep_fill_open(ep) &&
+        !hipower_txwin_full(&ep->tx.win, ep->txqp.txq.acked_sn)) {
+        /* A batch of its own in the open filled slot, now (am_place) */
+        length = uct_hipower_ep_am_bcopy_bundle(ep, id, pack_cb, arg);
+        uct_hipower_ep_am_post_placed(ep, (length < 0) ? UCS_ERR_NO_RESOURCE :
+                                      UCS_OK, 1);
+        return length;
     }
 
     status = uct_hipower_ep_tx_am_room(ep, 1);

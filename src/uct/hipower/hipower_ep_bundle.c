@@ -28,7 +28,9 @@
  * last bundle went into has room: it goes there, below that bundle, as a
  * write of its own and a rewrite of the slot's trailer. Such a batch needs
  * no free slot of the peer; the slot stays open for more until the
- * endpoint takes another slot for anything.
+ * endpoint takes another slot for anything. With the bundle window on, a
+ * message that finds the window open goes there too, as a batch of one,
+ * posted at once (uct_hipower_ep_fill_open()).
  *
  * Pending requests have waited already: when a dispatch finds two or more
  * of an endpoint's, their messages are gathered into the bundle and it is
@@ -85,10 +87,11 @@ static void uct_hipower_ep_bundle_closed(uct_hipower_ep_t *ep)
 #define UCT_HIPOWER_FILL_ACK_KEEP  (HIPOWER_SLOT_ACK_SWITCH | (0xffffull << 32))
 
 /*
- * The open bundle, two or more messages, to a peer that takes filled
- * slots: one more batch of the slot our bundles fill if it has room (no
- * free slot needed), else the first batch of a new one. Nothing else on
- * failure. @a windowed: as for uct_hipower_ep_bundle_send().
+ * The open bundle, two or more messages (or one, with the window:
+ * uct_hipower_ep_fill_open()), to a peer that takes filled slots: one more
+ * batch of the slot our bundles fill if it has room (no free slot needed),
+ * else the first batch of a new one. Nothing else on failure. @a windowed:
+ * as for uct_hipower_ep_bundle_send().
  */
 static ucs_status_t uct_hipower_ep_bundle_fill(uct_hipower_ep_t *ep,
                                                int windowed)
@@ -171,17 +174,26 @@ static ucs_status_t uct_hipower_ep_bundle_send(uct_hipower_ep_t *ep,
     /* Into a filled slot: the open one if it has room, or a new one if
      * this bundle leaves room for more (one that fills most of a slot
      * goes as a bundle frame: a slot kept open for a few hundred bytes
-     * costs the receiver a look at it on every progress call) */
+     * costs the receiver a look at it on every progress call). One
+     * message: into the open one with the window on, else a frame of its
+     * own (uct_hipower_ep_fill_open()) */
     count = frame->count;
-    if ((count > 1) && (ep->flags & UCT_HIPOWER_EP_FLAG_FILL) &&
-        ((frame->length <= iface->config.max_payload / 2) ||
-         uct_hipower_ep_fill_takes(ep, frame->length +
-                                       HIPOWER_FILL_FOOTER_SIZE))) {
+    if ((ep->flags & UCT_HIPOWER_EP_FLAG_FILL) &&
+        (((count > 1) &&
+          ((frame->length <= iface->config.max_payload / 2) ||
+           uct_hipower_ep_fill_takes(ep, frame->length +
+                                         HIPOWER_FILL_FOOTER_SIZE))) ||
+         ((count == 1) && uct_hipower_ep_fill_open(ep) &&
+          uct_hipower_ep_fill_takes(ep, frame->length +
+                                        HIPOWER_FILL_FOOTER_SIZE)))) {
         status = uct_hipower_ep_bundle_fill(ep, windowed);
         if (status != UCS_OK) {
             return status;
         }
-        goto sent;
+        /* As the receiver counts it: every batch is a bundle */
+        iface->stats.tx_bundles++;
+        iface->stats.tx_bundled += count;
+        goto closed;
     }
 
     status = windowed ? uct_hipower_ep_tx_am_room(ep, 0) :
@@ -208,14 +220,15 @@ static ucs_status_t uct_hipower_ep_bundle_send(uct_hipower_ep_t *ep,
         return status;
     }
 
-sent:
-    uct_hipower_ep_bundle_closed(ep);
-    /* Counted as messages, as the receiver counts them */
-    iface->stats.tx_msgs += count - 1;
     if (count > 1) {
         iface->stats.tx_bundles++;
         iface->stats.tx_bundled += count;
     }
+
+closed:
+    uct_hipower_ep_bundle_closed(ep);
+    /* Counted as messages, as the receiver counts them */
+    iface->stats.tx_msgs += count - 1;
     return UCS_OK;
 }
 
