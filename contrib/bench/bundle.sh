@@ -30,7 +30,7 @@ bench_metric $S wrs "sender: work requests per message (am_bw; hipower's counter
 bench_metric $S doorbells "sender: doorbells (ibv_post_send calls) per message (am_bw; hipower's counters)" calls lower "message size (B)" noplot
 bench_metric $S bundled "messages that went in bundles (am_bw)" % higher "message size (B)" noplot
 
-bench_note $S "ucx_perftest am_bw, $n messages, server (receiver) $dev_s, client (sender) $dev_c; 8 and 64 B as am_short, 1 KB as am_bcopy. Columns: **device** = perftest ib_write_bw on the same pair; **hipower** / **hipower-nobundle** = self mode with UCX_HIPOWER_BUNDLE=y / n at the default 64 slots per peer; **hipower-window** = bundling with UCX_HIPOWER_BUNDLE_WINDOW=$bench_window (at most $bench_window frame(s) in flight per endpoint, the next messages wait in the bundle: docs/protocol.md 2.1; off by default); **hipower-window** also fills slots (UCX_HIPOWER_BUNDLE_FILL=y, off by default); **hipower-window-nofill** = the same with UCX_HIPOWER_BUNDLE_FILL=n (every bundle a slot of its own; docs/protocol.md 2.2: with fill, bundles that follow one another go into the same slot until it is full); **hipower-8slots** / **hipower-8slots-nobundle** = the same with UCX_HIPOWER_SLOTS=8, the run each of many peers gets from a shared pool (UCX_HIPOWER_MIN_SLOTS). **Packets** are rxe's \`sent_pkts\` of both devices over the run, divided by the messages (start-up included, a few dozen packets). **Work requests, doorbells, receive memory and the bundled share** are hipower's counters (UCX_HIPOWER_STATS=y, both processes): work requests = (rdma_writes + bitmap_reads) / tx_msgs, doorbells = ibv_post_send() calls / tx_msgs, receive memory = slot_bytes x slots received into / messages received (slots = rx_msgs - rx_bundled + rx_bundles - rx_fill_batches: a bundle occupies one slot for all its messages until released, and with filled slots the bundles that followed it in the same slot take none of their own). For rc_verbs the receive memory is its receive buffer per message (UCX_RC_VERBS_SEG_SIZE = ${rc_seg:-?} B), which every message consumes whatever its size. A bundle forms only when a message cannot be posted (no free slot of the peer, no send queue room): at 64 slots on Soft-RoCE the sender is the bottleneck (every ibv_post_send() is a system call in which rxe sends the packet) and none forms; at 8 slots the sender runs out of slots and bundles do."
+bench_note $S "ucx_perftest am_bw, $n messages, server (receiver) $dev_s, client (sender) $dev_c; 8 and 64 B as am_short, 1 KB as am_bcopy. Columns: **device** = perftest ib_write_bw on the same pair; **hipower** / **hipower-nobundle** = self mode with UCX_HIPOWER_BUNDLE=y / n at the default 64 slots per peer; **hipower-window** = bundling with UCX_HIPOWER_BUNDLE_WINDOW=$bench_window (at most $bench_window frame(s) in flight per endpoint, the next messages wait in the bundle: docs/protocol.md 2.1; off by default); **hipower-window** also fills slots (UCX_HIPOWER_BUNDLE_FILL=y, off by default); **hipower-window-nofill** = the same with UCX_HIPOWER_BUNDLE_FILL=n (every bundle a slot of its own; docs/protocol.md 2.2: with fill, bundles that follow one another go into the same slot until it is full); **hipower-8slots** / **hipower-8slots-nobundle** = the same with UCX_HIPOWER_SLOTS=8, the run each of many peers gets from a shared pool (UCX_HIPOWER_MIN_SLOTS). **Packets** are rxe's \`sent_pkts\` of both devices over the run, divided by the messages (start-up included, a few dozen packets). **Work requests, doorbells, receive memory and the bundled share** are hipower's counters (UCX_HIPOWER_STATS=y, both processes): work requests = (rdma_writes + bitmap_reads) / tx_msgs, doorbells = ibv_post_send() calls / tx_msgs, receive memory = slot_bytes x slots received into / messages received, at the receiver (the server; slots = rx_msgs - rx_bundled + rx_bundles - rx_fill_batches: a bundle occupies one slot for all its messages until released, and with filled slots the bundles that followed it in the same slot take none of their own; the sender receives only ucx_perftest's flow-control messages, one per 64 sent, each alone in a slot, which are not counted). For rc_verbs the receive memory is its receive buffer per message (UCX_RC_VERBS_SEG_SIZE = ${rc_seg:-?} B), which every message consumes whatever its size. A bundle forms only when a message cannot be posted (no free slot of the peer, no send queue room): at 64 slots on Soft-RoCE the sender is the bottleneck (every ibv_post_send() is a system call in which rxe sends the packet) and none forms; at 8 slots the sender runs out of slots and bundles do."
 
 pkts() { cat "/sys/class/infiniband/$1/ports/1/hw_counters/sent_pkts" 2>/dev/null || echo 0; }
 layout() { [ "$1" -le 64 ] && echo short || echo bcopy; }
@@ -79,14 +79,19 @@ for rep in $(seq "$BENCH_REPS"); do
                 bench_sample $S rx_mem "$size" "$col" "$rep" "${rc_seg:-fail}"
                 continue
             fi
-            # Both processes' stats lines, each once
+            # Both processes' stats lines, each once; receive memory is the
+            # receiver's (the server's device): the sender receives only
+            # ucx_perftest's flow-control messages, one per 64 sent, each
+            # alone in a slot of its own, which are not the load
             read -r mem wrs bells share <<< "$(grep -h '^hipower-stats' "$keep"/* 2>/dev/null |
-                sort -u | awk '
-                { for (i = 3; i <= NF; ++i) { split($i, kv, "="); s[kv[1]] += kv[2]
+                sort -u | awk -v dev="$dev_s" '
+                { rx = (index($2, dev ":") == 1)
+                  for (i = 3; i <= NF; ++i) { split($i, kv, "="); s[kv[1]] += kv[2]
+                      if (rx) { r[kv[1]] += kv[2] }
                       if (kv[1] == "slot_bytes" && kv[2] > slot) slot = kv[2] } }
-                END { if (s["tx_msgs"] == 0 || s["rx_msgs"] == 0) { print "fail fail fail fail"; exit }
-                      frames = s["rx_msgs"] - s["rx_bundled"] + s["rx_bundles"] - s["rx_fill_batches"]
-                      printf "%.1f %.3f %.3f %.1f\n", slot * frames / s["rx_msgs"],
+                END { if (s["tx_msgs"] == 0 || r["rx_msgs"] == 0) { print "fail fail fail fail"; exit }
+                      frames = r["rx_msgs"] - r["rx_bundled"] + r["rx_bundles"] - r["rx_fill_batches"]
+                      printf "%.1f %.3f %.3f %.1f\n", slot * frames / r["rx_msgs"],
                              (s["rdma_writes"] + s["bitmap_reads"]) / s["tx_msgs"],
                              s["doorbells"] / s["tx_msgs"], 100 * s["tx_bundled"] / s["tx_msgs"] }')"
             bench_sample $S rx_mem "$size" "$col" "$rep" "${mem:-fail}"

@@ -235,9 +235,12 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      "many small messages as fit in it (an 8-byte active message takes 16\n"
      "bytes of it) rather than those that waited at one moment. The\n"
      "receiver keeps a filled slot until the sender's next slot arrives.\n"
-     "Both peers must enable it; self mode only. Off by default: on the\n"
-     "rig, 3 of 15 am_bw runs with BUNDLE_WINDOW=1 failed an endpoint on a\n"
-     "filled slot whose length did not match its batches (not yet found).\n"
+     "With BUNDLE_WINDOW, a message that finds the window open while the\n"
+     "slot is open goes into it too (posted at once, two packets). Both\n"
+     "peers must enable it; self mode only. Without BUNDLE_WINDOW bundles\n"
+     "are rare and so are filled slots; with it, receive memory per 8-byte\n"
+     "message falls from about 500 to about 20 bytes, and the message rate\n"
+     "to about 0.8 of the window's alone (more packets).\n"
      "'n': one slot per bundle.",
      ucs_offsetof(uct_hipower_iface_config_t, bundle_fill),
      UCS_CONFIG_TYPE_BOOL},
