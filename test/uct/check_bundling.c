@@ -313,12 +313,13 @@ END_TEST
  * handler. Here A starts it 1,100 times (a burst the window holds, then the
  * timer stops once nothing is held), each time holding the lock over a few
  * ticks before it progresses: every message arrives in order and intact,
- * the queue is empty after each progress, and most starts did miss a tick
- * (a start whose timer had posted and stopped before A took the lock, on
- * a loaded machine, misses none). Red when progress leaves the
- * queue alone: UCX 1.13 aborts the process at its 1,025th entry ("Failed to
- * push event to miss queue", the clean-clone run of 49c10ec), later versions
- * grow it without bound. Not in pull mode.
+ * the queue is empty after each progress, and many starts did miss a tick
+ * (UCX's async thread may not run within the millisecond on a loaded
+ * machine: 45-99% of them on the rig). Red when progress leaves the
+ * queue alone: the queue is not empty after the first such progress (with
+ * that check taken out, UCX 1.13 aborts the process at its 1,025th entry,
+ * "Failed to push event to miss queue", as in the clean-clone run of
+ * 49c10ec; later versions grow it without bound). Not in pull mode.
  */
 START_TEST(test_bundle_window_missed_ticks)
 {
@@ -370,8 +371,9 @@ START_TEST(test_bundle_window_missed_ticks)
     printf("bundle window missed ticks: %u timer starts, %u running when A "
            "took the lock, %u with a tick missed, %u messages\n", STARTS,
            running, missed, 1 + STARTS * N);
-    /* The case is about missed ticks: most starts must have had one */
-    ck_assert_uint_gt(missed, STARTS / 2);
+    /* The case is about missed ticks: many starts must have had one (on
+     * the loaded rig, with UCX 1.22's async thread, half of them did) */
+    ck_assert_uint_ge(missed, STARTS / 10);
     ck_assert_int_eq(errors, 0);
     teardown_pairs();
 }
@@ -1068,7 +1070,10 @@ END_TEST
  * without progress until refused, then progresses; B progresses at random
  * moments, and A's hold timer (BUNDLE_HOLD_TIME at 10 us) posts from A's
  * async thread meanwhile. HIPOWER_TEST_FILL_MSGS messages (default
- * 100,000, about a second on the simulated device): every one in order and
+ * 100,000 on the simulated device, about a second; 30,000 on the rig,
+ * where t_uct_transport grew by 25-40 s per UCX version with this case at
+ * 100,000 and the next one, and ucx_perftest's am_bw runs such a stream
+ * too): every one in order and
  * intact, no endpoint fails, the batches counted alike at both ends. With
  * the simulator's torn placement (run-sim's default) the trailer rewrite
  * that said a length in bytes failed here (a length read half rewritten),
@@ -1085,7 +1090,8 @@ START_TEST(test_bundle_fill_stream)
         return;
     }
     n = getenv("HIPOWER_TEST_FILL_MSGS") ?
-        atoi(getenv("HIPOWER_TEST_FILL_MSGS")) : 100000;
+        atoi(getenv("HIPOWER_TEST_FILL_MSGS")) :
+        getenv("HIPOWER_TEST_ON_SIM") ? 100000 : 30000;
     fill_setup("10us");
     ia = iface_of(&side_a);
     ib = iface_of(&side_b);
