@@ -147,6 +147,83 @@ START_TEST(test_am_short_bounded_by_slot)
 END_TEST
 
 /*
+ * Bad input to the active-message sends: an AM id out of range (am_short,
+ * am_bcopy, am_zcopy), a zero-copy header, gather list or length over the
+ * limits the interface reports. Each is refused with
+ * UCS_ERR_INVALID_PARAM, nothing is sent, no packer runs, and the endpoint
+ * stays usable: the next valid message arrives intact and nothing else
+ * does.
+ */
+START_TEST(test_am_bad_input)
+{
+    static uint8_t buf[256];
+    uct_iov_t iov[UCT_HIPOWER_MAX_IOV + 1];
+    uct_mem_h memh;
+    pack_arg_t pack;
+    unsigned i, spins;
+    uct_hipower_iface_t *ia;
+    uint64_t tx_msgs;
+    void *zbuf;
+    size_t max_hdr;
+
+    setup_pairs(1);
+    ia      = ucs_derived_of(side_a.iface, uct_hipower_iface_t);
+    tx_msgs = ia->stats.tx_msgs;
+    memset(buf, 0, sizeof(buf));
+    ck_assert_int_eq(uct_ep_am_short(pairs[0].ep_a, UCT_AM_ID_MAX, 0, buf, 8),
+                     UCS_ERR_INVALID_PARAM);
+    pack.buf    = buf;
+    pack.length = 16;
+    ck_assert_int_eq(uct_ep_am_bcopy(pairs[0].ep_a, UCT_AM_ID_MAX, pack_cb,
+                                     &pack, 0), UCS_ERR_INVALID_PARAM);
+
+    zbuf = malloc(side_a.attr.cap.am.max_zcopy);
+    ck_assert_ptr_ne(zbuf, NULL);
+    ck_assert_int_eq(uct_md_mem_reg(side_a.md, zbuf,
+                                    side_a.attr.cap.am.max_zcopy,
+                                    UCT_MD_MEM_ACCESS_ALL, &memh), UCS_OK);
+    for (i = 0; i <= UCT_HIPOWER_MAX_IOV; ++i) {
+        iov[i].buffer = zbuf;
+        iov[i].length = 8;
+        iov[i].memh   = memh;
+        iov[i].stride = 0;
+        iov[i].count  = 1;
+    }
+    ck_assert_int_eq(uct_ep_am_zcopy(pairs[0].ep_a, UCT_AM_ID_MAX, buf, 8,
+                                     iov, 1, 0, NULL), UCS_ERR_INVALID_PARAM);
+    /* Past each limit the interface reports */
+    max_hdr = side_a.attr.cap.am.max_hdr;
+    ck_assert_uint_lt(max_hdr, sizeof(buf));
+    ck_assert_int_eq(uct_ep_am_zcopy(pairs[0].ep_a, 1, buf, max_hdr + 1,
+                                     iov, 1, 0, NULL), UCS_ERR_INVALID_PARAM);
+    ck_assert_uint_le(side_a.attr.cap.am.max_iov, UCT_HIPOWER_MAX_IOV);
+    ck_assert_int_eq(uct_ep_am_zcopy(pairs[0].ep_a, 1, buf, 8, iov,
+                                     side_a.attr.cap.am.max_iov + 1, 0, NULL),
+                     UCS_ERR_INVALID_PARAM);
+    iov[0].length = side_a.attr.cap.am.max_zcopy;
+    ck_assert_int_eq(uct_ep_am_zcopy(pairs[0].ep_a, 1, buf, 8, iov, 1, 0,
+                                     NULL), UCS_ERR_INVALID_PARAM);
+
+    /* Nothing went; the endpoint still works */
+    ck_assert_uint_eq(ia->stats.tx_msgs, tx_msgs);
+    ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(64, 1), 1), UCS_OK);
+    flush_all();
+    for (spins = 0; (received == 0) && (spins < 2000000); ++spins) {
+        progress(1, 1);
+    }
+    for (spins = 0; spins < 10000; ++spins) {
+        progress(1, 1);
+    }
+    ck_assert_uint_eq(received, 1);
+    ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+    ck_assert_int_eq(uct_md_mem_dereg(side_a.md, memh), UCS_OK);
+    free(zbuf);
+    teardown_pairs();
+}
+END_TEST
+
+/*
  * get_zcopy of B's buffer X into A's buffer L, uct_iface_fence(), then
  * put_zcopy of L into B's buffer Y: the put must send what the get
  * brought. Without the fence a device may read L for the put before the
@@ -2142,6 +2219,7 @@ void add_conformance_tests(Suite *suite)
 {
     CONFORMANCE_LOOP_CASE(suite, delivery_needs_no_sender_call, 600, 2);
     CONFORMANCE_CASE(suite, am_short_bounded_by_slot, 600);
+    CONFORMANCE_CASE(suite, am_bad_input, 600);
     CONFORMANCE_CASE(suite, iface_fence_orders_get_then_put, 600);
     CONFORMANCE_CASE(suite, flush_cancel, 600);
     CONFORMANCE_CASE(suite, destroy_drains_qp, 600);

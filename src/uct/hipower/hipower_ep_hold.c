@@ -17,8 +17,7 @@
  *
  * The timer runs under the worker's async lock (UCX's async thread, or the
  * user's thread through ucs_async_check_miss() when the lock was taken at
- * the tick: UCP's progress, or ours, uct_hipower_iface_async_unblock()),
- * so never beside progress, flush or arm, which take that lock.
+ * the tick), so never beside progress, flush or arm, which take that lock.
  * Endpoint operations do not take it: UCS_ASYNC_BLOCK around each, as
  * ud_verbs does, cost about 70 user-space instructions per message on the
  * rig (the recursive spinlock, pthread_self() and the lock's calls; 394 ->

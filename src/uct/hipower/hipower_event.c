@@ -319,6 +319,6 @@ ucs_status_t uct_hipower_iface_event_arm(uct_iface_h tl_iface, unsigned events)
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
     status = uct_hipower_iface_do_event_arm(iface, events);
-    uct_hipower_iface_async_unblock(iface);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return status;
 }

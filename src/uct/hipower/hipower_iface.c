@@ -674,7 +674,7 @@ static ucs_status_t uct_hipower_iface_flush(uct_iface_h tl_iface,
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
     status = uct_hipower_iface_do_flush(iface, flags, comp);
-    uct_hipower_iface_async_unblock(iface);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return status;
 }
 
@@ -892,8 +892,7 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
  * endpoint lists, the QP table, the pool, the send CQ and its set-aside
  * completions), so it runs under the same lock, as ud_verbs' does: the
  * async thread's handler then waits for it, or runs from the user's thread
- * right after (ucs_async_check_miss(), in UCP's progress and in
- * uct_hipower_iface_async_unblock()).
+ * right after (ucs_async_check_miss()).
  */
 unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
 {
@@ -902,7 +901,7 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
     count = uct_hipower_iface_do_progress(iface);
-    uct_hipower_iface_async_unblock(iface);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return count;
 }
 

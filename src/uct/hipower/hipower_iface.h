@@ -16,7 +16,6 @@
 #include "hipower_wire.h"
 
 #include <uct/base/uct_iface.h>
-#include <ucs/async/async.h>
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/list.h>
 #include <ucs/datastruct/mpool.h>
@@ -429,32 +428,5 @@ unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface);
 ucs_status_t uct_hipower_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p);
 
 ucs_status_t uct_hipower_iface_event_arm(uct_iface_h tl_iface, unsigned events);
-
-/*
- * Leaves the worker's async lock taken by progress, flush or arm, then
- * drains the async context's miss queue. An async handler whose event
- * comes while the lock is held (a tick of the bundle window's hold timer,
- * of the handshake's timer, a socket) is parked there once, until someone
- * drains the queue with ucs_async_check_miss(): UCP does after each worker
- * progress, a program that drives UCT alone (ucx_perftest's UCT tests,
- * ours) never does. Each start of the hold timer is a new handler, so the
- * queue grew by one for every start whose tick met progress: UCX 1.13's
- * queue holds 1,024 (UCX_ASYNC_MAX_EVENTS) and then aborts the process
- * ("Failed to push event to miss queue"); later versions grow it without
- * bound. Costs one comparison when nothing was missed. Never from UCX's
- * async thread (UCP may create endpoints there: a handler must not run
- * inside another).
- */
-static UCS_F_ALWAYS_INLINE void
-uct_hipower_iface_async_unblock(uct_hipower_iface_t *iface)
-{
-    ucs_async_context_t *async = iface->super.worker->async;
-
-    UCS_ASYNC_UNBLOCK(async);
-    if (ucs_unlikely(!ucs_mpmc_queue_is_empty(&async->missed)) &&
-        !ucs_async_is_from_async(async)) {
-        ucs_async_check_miss(async);
-    }
-}
 
 #endif
