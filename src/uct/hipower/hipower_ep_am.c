@@ -483,6 +483,14 @@ uct_hipower_ep_may_bundle(uct_hipower_ep_t *ep, ucs_status_t status)
            (ep->tx.ring.num_slots > 0);
 }
 
+/* A short or bcopy message goes as a batch of one into the open filled
+ * slot (uct_hipower_ep_fill_open()), the window being open for it */
+static UCS_F_ALWAYS_INLINE int uct_hipower_ep_fill_lone(uct_hipower_ep_t *ep)
+{
+    return uct_hipower_ep_fill_open(ep) &&
+           !hipower_txwin_full(&ep->tx.win, ep->txqp.txq.acked_sn);
+}
+
 /* A message placed into a bundle opened for it as a batch of the open
  * filled slot (uct_hipower_ep_am_place()'s @a post): posted at once. It
  * was accepted: a post that fails fails the endpoint, which reports it
@@ -534,8 +542,7 @@ static ucs_status_t uct_hipower_ep_am_place(uct_hipower_ep_t *ep,
         return UCS_INPROGRESS;
     }
 
-    if (uct_hipower_ep_fill_open(ep) &&
-        !hipower_txwin_full(&ep->tx.win, ep->txqp.txq.acked_sn)) {
+    if (uct_hipower_ep_fill_lone(ep)) {
         /* A batch of its own in the open filled slot, now */
         *post_p = 1;
         return UCS_INPROGRESS;
@@ -797,8 +804,7 @@ uct_hipower_ep_am_bcopy_slow(uct_hipower_ep_t *ep, uint8_t id,
         return uct_hipower_ep_am_bcopy_bundle(ep, id, pack_cb, arg);
     }
 
-    if (uct_hipower_ep_fill_open(ep) &&
-        !hipower_txwin_full(&ep->tx.win, ep->txqp.txq.acked_sn)) {
+    if (uct_hipower_ep_fill_lone(ep)) {
         /* A batch of its own in the open filled slot, now (am_place) */
         length = uct_hipower_ep_am_bcopy_bundle(ep, id, pack_cb, arg);
         uct_hipower_ep_am_post_placed(ep, (length < 0) ? UCS_ERR_NO_RESOURCE :

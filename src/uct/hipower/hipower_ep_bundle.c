@@ -176,14 +176,14 @@ static ucs_status_t uct_hipower_ep_bundle_send(uct_hipower_ep_t *ep,
      * goes as a bundle frame: a slot kept open for a few hundred bytes
      * costs the receiver a look at it on every progress call). One
      * message: into the open one with the window on, else a frame of its
-     * own (uct_hipower_ep_fill_open()) */
+     * own (uct_hipower_ep_fill_open(); fill_takes() checks it is open) */
     count = frame->count;
     if ((ep->flags & UCT_HIPOWER_EP_FLAG_FILL) &&
         (((count > 1) &&
           ((frame->length <= iface->config.max_payload / 2) ||
            uct_hipower_ep_fill_takes(ep, frame->length +
                                          HIPOWER_FILL_FOOTER_SIZE))) ||
-         ((count == 1) && uct_hipower_ep_fill_open(ep) &&
+         ((count == 1) && (iface->config.bundle_window != 0) &&
           uct_hipower_ep_fill_takes(ep, frame->length +
                                         HIPOWER_FILL_FOOTER_SIZE)))) {
         status = uct_hipower_ep_bundle_fill(ep, windowed);
