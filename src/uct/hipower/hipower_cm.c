@@ -333,18 +333,16 @@ static void uct_hipower_cm_conn_free(uct_hipower_cm_conn_t *conn)
  * Internal endpoints: probed every CONNECT_TIMEOUT by progress, so that
  * one whose peer vanished without a goodbye (killed, or its endpoint
  * destroyed mid-handshake) goes when its QP fails, not at interface close
- * (a peer that sends on it never needs a user's endpoint here). Removes
- * itself when neither is left, so an idle process has no timer */
-static void uct_hipower_cm_timer(int id, ucs_event_set_types_t events,
-                                 void *arg)
+ * (a peer that sends on it never needs a user's endpoint here). Stops
+ * when neither is left, so an idle process has no timer waking it */
+static void uct_hipower_cm_timer(void *arg)
 {
     uct_hipower_iface_t *iface = arg;
     uct_hipower_cm_conn_t *conn;
     ucs_time_t now;
 
     if (ucs_list_is_empty(&iface->cm.conns) && (iface->cm.num_internal == 0)) {
-        ucs_async_remove_handler(id, 0);
-        iface->cm.timer_id   = 0;
+        uct_hipower_timer_stop(&iface->cm.timer);
         iface->cm.next_probe = 0;
         return;
     }
@@ -369,24 +367,21 @@ static void uct_hipower_cm_timer(int id, ucs_event_set_types_t events,
 
 static void uct_hipower_cm_timer_start(uct_hipower_iface_t *iface)
 {
-    ucs_async_context_t *async = iface->super.worker->async;
-    ucs_time_t interval;
     ucs_status_t status;
 
-    if (iface->cm.timer_id != 0) {
+    if (uct_hipower_timer_state(&iface->cm.timer) != UCT_HIPOWER_TIMER_IDLE) {
         return;
     }
 
     /* A tenth of the deadline is enough precision, within [10 ms, 1 s] */
-    interval = ucs_max(ucs_time_from_msec(10),
-                       ucs_min(iface->cm.timeout / 10, ucs_time_from_sec(1)));
-    status   = ucs_async_add_timer(async->mode, interval, uct_hipower_cm_timer,
-                                   iface, async, &iface->cm.timer_id);
+    iface->cm.timer.interval = ucs_max(ucs_time_from_msec(10),
+                                       ucs_min(iface->cm.timeout / 10,
+                                               ucs_time_from_sec(1)));
+    status = uct_hipower_timer_start(&iface->cm.timer);
     if (status != UCS_OK) {
         ucs_warn("hipower %s: no timer for UCX_HIPOWER_CONNECT_TIMEOUT: %s; "
                  "a handshake with a silent peer is not bounded",
                  iface->dev_name, ucs_status_string(status));
-        iface->cm.timer_id = 0;
     }
 }
 
@@ -1241,7 +1236,8 @@ void uct_hipower_cm_construct(uct_hipower_iface_t *iface)
     iface->cm.event_fd     = -1;
     iface->cm.epfd         = -1;
     iface->cm.io_epfd      = -1;
-    iface->cm.timer_id     = 0;
+    uct_hipower_timer_init(&iface->cm.timer, iface->super.worker->async, 0,
+                           uct_hipower_cm_timer, iface);
     iface->cm.timeout      = 0;
     iface->cm.max_conns    = 1;
     iface->cm.num_ready    = 0;
@@ -1344,10 +1340,7 @@ void uct_hipower_cm_cleanup(uct_hipower_iface_t *iface)
         close(iface->cm.listen_fd);
         iface->cm.listen_fd = -1;
     }
-    if (iface->cm.timer_id != 0) {
-        ucs_async_remove_handler(iface->cm.timer_id, 1);
-        iface->cm.timer_id = 0;
-    }
+    uct_hipower_timer_cleanup(&iface->cm.timer);
 
     UCS_ASYNC_BLOCK(async);
     /* Endpoints made for peers: nobody else destroys them */

@@ -5,6 +5,7 @@
 #define UCT_HIPOWER_CM_H_
 
 #include "hipower_handshake.h"
+#include "hipower_timer.h"
 
 #include <uct/api/uct.h>
 #include <ucs/datastruct/conn_match.h>
@@ -90,8 +91,7 @@ typedef struct uct_hipower_cm {
     int                          probe_due;  /* Timer to progress: probe
                                                 the internal endpoints */
     ucs_time_t                   next_probe; /* When; 0: none planned */
-    int                          timer_id;   /* Deadlines and probes; 0:
-                                                not running */
+    uct_hipower_timer_t          timer;      /* Deadlines and probes */
     ucs_time_t                   timeout;    /* UCX_HIPOWER_CONNECT_TIMEOUT */
     ucs_time_t                   last_warn;  /* Refused-request log limit */
 } uct_hipower_cm_t;

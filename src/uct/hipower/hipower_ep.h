@@ -578,7 +578,8 @@ uct_hipower_ep_hold(uct_hipower_iface_t *iface, int count)
 {
     iface->stats.tx_window += count;
     iface->tx.hold_seen     = 1;
-    if (ucs_unlikely(iface->tx.hold_timer == 0)) {
+    if (ucs_unlikely(uct_hipower_timer_state(&iface->tx.hold_timer) ==
+                     UCT_HIPOWER_TIMER_IDLE)) {
         uct_hipower_iface_hold_start(iface);
     }
 }

@@ -30,9 +30,12 @@
  * waits the few microseconds of the timer's post. With the window off
  * nothing here runs and the ops are the plain ones.
  *
- * The timer is added when the window first holds a send and removes itself
- * after a tick that saw no bundle open and no send held, so an idle
- * process has no timer waking it.
+ * The timer starts when the window holds a send and stops after a tick
+ * that saw no bundle open and no send held, so an idle process has no
+ * timer waking it. It keeps one async handler for the interface's life
+ * (hipower_timer.h): a UCX timer added at each start left an entry in the
+ * worker's miss queue for each start whose tick met progress, which a
+ * program driving UCT without UCP never empties.
  */
 
 #include "hipower_ep.h"
@@ -219,8 +222,7 @@ static int uct_hipower_iface_hold_post(uct_hipower_iface_t *iface)
     return 1;
 }
 
-static void uct_hipower_iface_hold_timer(int id, ucs_event_set_types_t events,
-                                         void *arg)
+static void uct_hipower_iface_hold_timer(void *arg)
 {
     uct_hipower_iface_t *iface = arg;
     int needed;
@@ -235,28 +237,22 @@ static void uct_hipower_iface_hold_timer(int id, ucs_event_set_types_t events,
     needed = uct_hipower_iface_hold_post(iface);
     if (!needed) {
         /* A tick with nothing held: stop until the window holds again */
-        ucs_async_remove_handler(id, 0);
-        iface->tx.hold_timer = 0;
+        uct_hipower_timer_stop(&iface->tx.hold_timer);
     }
     __atomic_store_n(&iface->tx.hold_posting, 0, __ATOMIC_RELEASE);
 }
 
 void uct_hipower_iface_hold_start(uct_hipower_iface_t *iface)
 {
-    ucs_async_context_t *async = iface->super.worker->async;
     ucs_status_t status;
 
-    ucs_assert(iface->tx.hold_timer == 0);
-    status = ucs_async_add_timer(async->mode, iface->config.bundle_hold_time,
-                                 uct_hipower_iface_hold_timer, iface, async,
-                                 &iface->tx.hold_timer);
+    status = uct_hipower_timer_start(&iface->tx.hold_timer);
     if (status != UCS_OK) {
         /* Held bundles still go at the sender's progress, flush and arm */
         ucs_warn("hipower %s: no timer for UCX_" UCT_HIPOWER_CONFIG_PREFIX
                  "BUNDLE_HOLD_TIME (%s): bundles held by the window wait for "
                  "the sender's next call", iface->dev_name,
                  ucs_status_string(status));
-        iface->tx.hold_timer = -1;
     }
 }
 
@@ -264,7 +260,10 @@ void uct_hipower_iface_hold_init(uct_hipower_iface_t *iface)
 {
     uct_iface_ops_t *ops = &iface->super.super.ops;
 
-    /* (The marks and the timer's id were cleared with the rest of tx) */
+    /* (The marks were cleared with the rest of tx) */
+    uct_hipower_timer_init(&iface->tx.hold_timer, iface->super.worker->async,
+                           iface->config.bundle_hold_time,
+                           uct_hipower_iface_hold_timer, iface);
     if (iface->config.bundle_window == 0) {
         return;
     }
@@ -298,8 +297,5 @@ void uct_hipower_iface_hold_init(uct_hipower_iface_t *iface)
 
 void uct_hipower_iface_hold_cleanup(uct_hipower_iface_t *iface)
 {
-    if (iface->tx.hold_timer > 0) {
-        ucs_async_remove_handler(iface->tx.hold_timer, 1);
-        iface->tx.hold_timer = 0;
-    }
+    uct_hipower_timer_cleanup(&iface->tx.hold_timer);
 }

@@ -1132,7 +1132,6 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->tx.fence_beat = 0;
     self->tx.starved    = 0;
     self->tx.bundles_open = 0;
-    self->tx.hold_timer   = 0;
     self->tx.hold_seen    = 0;
     self->tx.hold_ops     = 0;
     self->tx.hold_posting = 0;

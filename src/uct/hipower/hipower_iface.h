@@ -193,12 +193,11 @@ typedef struct uct_hipower_iface {
         ucs_list_link_t          trailing_eps;
         /* Endpoints with a bundle open: event arm says busy until none */
         unsigned                 bundles_open;
-        /* The bundle window's hold timer (hipower_ep_hold.c): its id while it
-         * runs, 0 when not, -1 when it could not be added; hold_seen, a
+        /* The bundle window's hold timer (hipower_ep_hold.c); hold_seen, a
          * send held by the window since its last tick; hold_ops, endpoint
          * operations running, and hold_posting, the timer at work: the
          * two marks by which they keep out of each other's way */
-        int                      hold_timer;
+        uct_hipower_timer_t      hold_timer;
         int                      hold_seen;
         unsigned                 hold_ops;
         int                      hold_posting;
