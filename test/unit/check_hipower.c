@@ -81,6 +81,7 @@ int main(int argc, char **argv)
     srunner_add_suite(runner, hipower_switch_suite());
     srunner_add_suite(runner, hipower_bundle_suite());
     srunner_add_suite(runner, hipower_handshake_suite());
+    srunner_add_suite(runner, hipower_timer_suite());
     srunner_run_all(runner, CK_NORMAL);
     failed = srunner_ntests_failed(runner);
     srunner_free(runner);

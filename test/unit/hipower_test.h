@@ -27,5 +27,6 @@ Suite *hipower_grant_suite(void);
 Suite *hipower_switch_suite(void);
 Suite *hipower_bundle_suite(void);
 Suite *hipower_handshake_suite(void);
+Suite *hipower_timer_suite(void);
 
 #endif

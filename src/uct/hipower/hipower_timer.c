@@ -28,7 +28,8 @@ static void uct_hipower_timer_run(uct_hipower_timer_t *timer)
 
 /* The timerfd's handler, in UCX's async thread without any lock (it has
  * no async context, so it is never missed): the tick is read, which also
- * re-arms the periodic timer in the kernel, and relayed to the eventfd */
+ * re-arms the periodic timer in the kernel, and relayed to the eventfd.
+ * In polling mode it belongs to the context and runs the callback. */
 static void uct_hipower_timer_fd_tick(int id, ucs_event_set_types_t events,
                                       void *arg)
 {
@@ -40,7 +41,11 @@ static void uct_hipower_timer_fd_tick(int id, ucs_event_set_types_t events,
         return;
     }
 
-    if (uct_hipower_timer_state(timer) == UCT_HIPOWER_TIMER_RUNNING) {
+    if (timer->async->mode == UCS_ASYNC_MODE_POLL) {
+        /* No async thread: ucs_async_poll() of the context called this
+         * handler, which then belongs to it, with the context blocked */
+        uct_hipower_timer_run(timer);
+    } else if (uct_hipower_timer_state(timer) == UCT_HIPOWER_TIMER_RUNNING) {
         value = 1;
         if (write(timer->efd, &value, sizeof(value)) != sizeof(value)) {
             /* Its counter is full: ticks are waiting already */
@@ -156,7 +161,8 @@ static ucs_status_t uct_hipower_timer_fd_open(uct_hipower_timer_t *timer)
     status = ucs_async_set_event_handler(mode, fd, UCS_EVENT_SET_EVREAD |
                                          UCS_EVENT_SET_EDGE_TRIGGERED,
                                          uct_hipower_timer_fd_tick, timer,
-                                         NULL);
+                                         (mode == UCS_ASYNC_MODE_POLL) ?
+                                         timer->async : NULL);
     if (status != UCS_OK) {
         close(fd);
         uct_hipower_timer_fd_close(timer);

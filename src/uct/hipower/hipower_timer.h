@@ -37,8 +37,10 @@
  *   edge-triggered: the async thread does not spin on a tick while
  *   progress holds the lock, as it would on a level).
  * Both handlers read their fd and do nothing without a tick, so UCX's
- * polling mode, which calls every handler at each ucs_async_poll(), runs
- * the callback only on ticks too.
+ * polling mode, which calls every handler of the context at each
+ * ucs_async_poll(), runs the callback only on ticks too; there (no async
+ * thread, nothing missed) the timerfd's handler belongs to the context and
+ * runs the callback itself.
  *
  * Signal mode cannot watch these fds (they have no fasync): there the
  * timer falls back to a UCX timer added on start and removed on stop.
