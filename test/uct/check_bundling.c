@@ -1184,6 +1184,34 @@ START_TEST(test_bundle_fill)
 END_TEST
 
 /*
+ * One send of a stream shaped as ucx_perftest's am_bw: A sends without
+ * progress until refused, then progresses; each side also progresses at
+ * moments of its own (*@a r: the stream's random state; B about every 7th
+ * step, A every @a a_every-th). Returns 1 if the message was accepted.
+ */
+static unsigned stream_step(size_t length, int layout, unsigned *r,
+                            unsigned a_every)
+{
+    ucs_status_t status = send_one(&pairs[0], 0, 1, length, layout);
+    unsigned sent       = 0;
+
+    if (status == UCS_ERR_NO_RESOURCE) {
+        progress(1, 0);
+    } else {
+        ck_assert_int_eq(status, UCS_OK);
+        sent = 1;
+    }
+    *r = *r * 1103515245 + 12345;
+    if (((*r >> 16) % 7) == 0) {
+        progress(0, 1);
+    }
+    if (((*r >> 20) % a_every) == 0) {
+        progress(1, 0);
+    }
+    return sent;
+}
+
+/*
  * Filled slots under a stream shaped as ucx_perftest's am_bw with a window
  * of 1 (the rig's bench failed there, stop 43): A sends small messages
  * without progress until refused, then progresses; B progresses at random
@@ -1199,7 +1227,6 @@ START_TEST(test_bundle_fill_stream)
 {
     uct_hipower_iface_t *ia, *ib;
     unsigned i, n, r = 12345;
-    ucs_status_t status;
 
     if (!self_mode()) {
         printf("filled slots stream: self mode only\n");
@@ -1214,23 +1241,9 @@ START_TEST(test_bundle_fill_stream)
     ia = iface_of(&side_a);
     ib = iface_of(&side_b);
     for (i = 0; i < n;) {
-        status = send_one(&pairs[0], 0, 1, fit_length(8 + 8 * (i % 8), 0),
-                          0);
-        if (status == UCS_ERR_NO_RESOURCE) {
-            progress(1, 0);
-        } else {
-            ck_assert_int_eq(status, UCS_OK);
-            ++i;
-        }
-        /* Each side's progress at moments of its own: bundles of a few
-         * messages to a few dozen, as the rig's slow sender makes them */
-        r = r * 1103515245 + 12345;
-        if (((r >> 16) % 7) == 0) {
-            progress(0, 1);
-        }
-        if (((r >> 20) % 11) == 0) {
-            progress(1, 0);
-        }
+        /* Bundles of a few messages to a few dozen, as the rig's slow
+         * sender makes them */
+        i += stream_step(fit_length(8 + 8 * (i % 8), 0), 0, &r, 11);
     }
     flush_all();
     progress_until_received(n, 1, 1);
@@ -1244,6 +1257,63 @@ START_TEST(test_bundle_fill_stream)
     ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
     ck_assert_uint_gt(ia->stats.tx_fill_batches, 0);
     ck_assert_uint_eq(ib->stats.rx_fill_batches, ia->stats.tx_fill_batches);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * Bcopy messages are packed once under load (issue 26: the sender's
+ * instructions at 1 KB). With the window on, a stream of 1,000-byte bcopy
+ * messages fills bundles of a few each; the message that would overflow
+ * one used to be packed into it, copied out, and copied into the next
+ * bundle. The endpoint now posts the bundle before packing when its last
+ * bcopy would not fit (tx.bundle.bcopy_hint): in the stream no message is
+ * packed into a bundle it did not fit (tx_spills; red without the hint:
+ * one per bundle). Then mixed lengths, where a long message after short
+ * ones still meets a bundle it does not fit: it goes after it, spilled,
+ * and a short one after long ones closes a bundle early. Every message in
+ * order and intact. Loop 0: every bundle a slot of its own; 1: filled
+ * slots.
+ */
+START_TEST(test_bundle_bcopy_packed_once)
+{
+    enum { N = 3000, M = 1500 };
+    static const size_t mixed[] = {200, 40, 300, 3000, 200, 200, 1000, 8};
+    uct_hipower_iface_t *ia;
+    uint64_t bundles = 0, spills = 0;
+    unsigned i, r = 4321;
+    size_t length;
+
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", "1", 1);
+    setenv("UCX_HIPOWER_BUNDLE_FILL", (_i == 0) ? "n" : "y", 1);
+    setup_pairs(1);
+    unsetenv("UCX_HIPOWER_BUNDLE_FILL");
+    hold_probability = 0;
+    ia = iface_of(&side_a);
+    for (i = 0; i < N + M;) {
+        if (i == N) {
+            bundles = ia->stats.tx_bundles;
+            spills  = ia->stats.tx_spills;
+            printf("bcopy packed once (%s): %u messages of %zu B, %" PRIu64
+                   " bundles, %" PRIu64 " spilled\n",
+                   (_i == 0) ? "no fill" : "filled slots", N,
+                   fit_length(1000, 1), bundles, spills);
+            ck_assert_uint_ge(bundles, N / 10);
+            ck_assert_uint_le(spills * 20, bundles);
+        }
+        length = (i < N) ? 1000 : mixed[i % 8];
+        i     += stream_step(fit_length(length, 1), 1, &r, 5);
+    }
+    flush_all();
+    progress_until_received(N + M, 1, 1);
+    printf("bcopy packed once (%s): then %u of mixed lengths, %" PRIu64
+           " bundles, %" PRIu64 " spilled\n",
+           (_i == 0) ? "no fill" : "filled slots", M,
+           ia->stats.tx_bundles - bundles, ia->stats.tx_spills - spills);
+    ck_assert_uint_eq(received, N + M);
+    ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+    ck_assert_uint_gt(ia->stats.tx_bundles - bundles, M / 20);
     teardown_pairs();
 }
 END_TEST
@@ -1330,6 +1400,7 @@ void add_bundle_tests(Suite *suite)
     BUNDLE_CASE(suite, bundle_hostile_lengths);
     BUNDLE_CASE(suite, bundle_full_packs_nothing);
     BUNDLE_CASE(suite, bundle_bcopy_too_long);
+    BUNDLE_LOOP_CASE(suite, bundle_bcopy_packed_once, 2);
     BUNDLE_CASE(suite, bundle_fill);
     BUNDLE_CASE(suite, bundle_fill_hostile);
     BUNDLE_CASE(suite, bundle_fill_stream);

@@ -12,6 +12,7 @@
 #include <uct/base/uct_iov.inl>
 #include <ucs/arch/cpu.h>
 #include <arpa/inet.h>
+#include <sched.h>
 
 
 enum {
@@ -192,6 +193,9 @@ typedef struct uct_hipower_ep {
         struct {
             uct_hipower_tx_op_t  *op;
             hipower_bundle_t     frame;
+            /* The length of the endpoint's last bcopy: whether the next
+             * is likely to fit, before its packer runs (hipower_ep_am.c) */
+            uint32_t             bcopy_hint;
         } bundle;
         /* The peer's slot our bundles fill (FLAG_FILL): open while no
          * slot was taken after it (ring.head == seq + 1) and length > 0 */
@@ -278,6 +282,15 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
 ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                                 uct_pack_callback_t pack_cb, void *arg,
                                 unsigned flags);
+
+/* The two with the bundle window on (hipower_ep_hold.c) */
+ucs_status_t uct_hipower_held_ep_am_short(uct_ep_h tl_ep, uint8_t id,
+                                          uint64_t hdr, const void *buffer,
+                                          unsigned length);
+
+ssize_t uct_hipower_held_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                                     uct_pack_callback_t pack_cb, void *arg,
+                                     unsigned flags);
 
 ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
                                      const void *header, unsigned header_length,
@@ -570,6 +583,26 @@ uct_hipower_ep_tx_room(uct_hipower_ep_t *ep, int count)
     }
 
     return UCS_OK;
+}
+
+/* While the bundle window is on, an endpoint operation starts: marked,
+ * then clear of the hold timer (hipower_ep_hold.c says why) */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_held_enter(uct_hipower_iface_t *iface)
+{
+    __atomic_store_n(&iface->tx.hold_ops, iface->tx.hold_ops + 1,
+                     __ATOMIC_SEQ_CST);
+    while (ucs_unlikely(__atomic_load_n(&iface->tx.hold_posting,
+                                        __ATOMIC_SEQ_CST))) {
+        sched_yield();
+    }
+}
+
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_held_leave(uct_hipower_iface_t *iface)
+{
+    __atomic_store_n(&iface->tx.hold_ops, iface->tx.hold_ops - 1,
+                     __ATOMIC_RELEASE);
 }
 
 /* The window holds a send: the hold timer must run (hipower_ep_hold.c) */
@@ -1032,13 +1065,15 @@ static UCS_F_ALWAYS_INLINE void uct_hipower_ep_bundle_joined(uct_hipower_ep_t *e
     }
 
     if (ucs_likely(!uct_hipower_ep_tx_granted(ep))) {
-        if ((hipower_tx_ring_free(&ep->tx.ring) == 0) ||
-            !uct_hipower_ep_has_room(ep, ep->tx.msg_wrs + 1)) {
+        if (hipower_txwin_full(&ep->tx.win, ep->txqp.txq.acked_sn)) {
+            /* Held by the window (asked first: with the window on, that is
+             * what holds a bundle under load): its deadline must run. The
+             * timer posts the bundle once there is a slot and room too. */
+            uct_hipower_ep_hold(uct_hipower_ep_iface(ep), 0);
             return;
         }
-        if (hipower_txwin_full(&ep->tx.win, ep->txqp.txq.acked_sn)) {
-            /* Held by the window: its deadline must run */
-            uct_hipower_ep_hold(uct_hipower_ep_iface(ep), 0);
+        if ((hipower_tx_ring_free(&ep->tx.ring) == 0) ||
+            !uct_hipower_ep_has_room(ep, ep->tx.msg_wrs + 1)) {
             return;
         }
     }

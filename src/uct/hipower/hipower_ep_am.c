@@ -573,6 +573,24 @@ static UCS_F_ALWAYS_INLINE int uct_hipower_ep_am_fast(uct_hipower_ep_t *ep)
            uct_hipower_ep_has_room(ep, 2);
 }
 
+/* Whether a message of @a length joins the open bundle right away, under
+ * load: earlier messages wait in it, it has room, and nothing else is to
+ * be decided (what uct_hipower_ep_am_place() would decide, without its
+ * calls) */
+static UCS_F_ALWAYS_INLINE int
+uct_hipower_ep_bundle_joins(uct_hipower_ep_t *ep, uint32_t length)
+{
+    return ((ep->flags & (UCT_HIPOWER_EP_FLAG_CONNECTED |
+                          UCT_HIPOWER_EP_FLAG_FAILED |
+                          UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
+                          UCT_HIPOWER_EP_FLAG_BUNDLE_FULL |
+                          UCT_HIPOWER_EP_FLAG_GATHER)) ==
+            (UCT_HIPOWER_EP_FLAG_CONNECTED |
+             UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) &&
+           ucs_queue_is_empty(&ep->pending_q) &&
+           uct_hipower_ep_bundle_fits(ep, length);
+}
+
 /* am_short of an endpoint without UCT_HIPOWER_EP_FLAG_ONE_WRITE, or one
  * that cannot go out right away: off the fast path */
 static UCS_F_NOINLINE ucs_status_t
@@ -598,8 +616,11 @@ uct_hipower_ep_am_short_slow(uct_hipower_ep_t *ep, uint8_t id, uint64_t hdr,
     return status;
 }
 
-ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
-                                     const void *buffer, unsigned length)
+/* am_short's body, inlined into the plain op and into the one the bundle
+ * window uses (uct_hipower_held_ep_am_short()): one call per message */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_hipower_ep_am_short_inline(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
+                               const void *buffer, unsigned length)
 {
     uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
@@ -623,16 +644,8 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     if (ucs_likely(uct_hipower_ep_am_fast(ep))) {
         status = uct_hipower_ep_am_short_frame(ep, id, hdr, buffer, length,
                                                1);
-    } else if (ucs_likely(((ep->flags & (UCT_HIPOWER_EP_FLAG_CONNECTED |
-                                         UCT_HIPOWER_EP_FLAG_FAILED |
-                                         UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
-                                         UCT_HIPOWER_EP_FLAG_BUNDLE_FULL |
-                                         UCT_HIPOWER_EP_FLAG_GATHER)) ==
-                           (UCT_HIPOWER_EP_FLAG_CONNECTED |
-                            UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) &&
-                          ucs_queue_is_empty(&ep->pending_q) &&
-                          uct_hipower_ep_bundle_fits(ep, sizeof(hdr) +
-                                                     length))) {
+    } else if (ucs_likely(uct_hipower_ep_bundle_joins(ep, sizeof(hdr) +
+                                                      length))) {
         /* Under load: earlier messages wait in the open bundle, which has
          * room for this one -- it joins them, inline (what
          * uct_hipower_ep_am_short_slow() would decide, without its calls) */
@@ -648,58 +661,59 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     return status;
 }
 
+ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
+                                     const void *buffer, unsigned length)
+{
+    return uct_hipower_ep_am_short_inline(tl_ep, id, hdr, buffer, length);
+}
+
+ucs_status_t uct_hipower_held_ep_am_short(uct_ep_h tl_ep, uint8_t id,
+                                          uint64_t hdr, const void *buffer,
+                                          unsigned length)
+{
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_hipower_iface_t);
+    ucs_status_t status;
+
+    uct_hipower_held_enter(iface);
+    status = uct_hipower_ep_am_short_inline(tl_ep, id, hdr, buffer, length);
+    uct_hipower_held_leave(iface);
+    return status;
+}
+
 /*
- * am_bcopy into the endpoint's bundle (opened for it if none is): earlier
- * messages wait in it, a pending dispatch gathers, or nothing could be
- * posted a moment ago. The packer writes in place, past what the bundle
- * holds (the bundle's buffer has room for it: tx_bundle_mp), so a bundled
- * message is copied once, as one that goes alone. When the open bundle has
- * no room left for it, that bundle goes first (and gathers no more), then
- * this message, from a send buffer of its own. (A refusal then comes after
+ * A bcopy message that did not join the open bundle once packed, @a length
+ * bytes at hipower_bundle_packed_data(): too long for any slot, or too long
+ * for what the bundle has left. Then the bundle goes first (and gathers no
+ * more), and this message after it, from a send buffer of its own (its
+ * bytes are where the bundle's trailer goes). A refusal then comes after
  * the packer ran, which UCP allows: it keeps its send state until a send
- * succeeds; it happens once per bundle.)
+ * succeeds. uct_hipower_ep_am_bcopy_slow() sends the bundle before packing
+ * when the endpoint's last bcopy would not have fit, so with messages of
+ * one size this happens only when the bundle could not go then.
  */
 static UCS_F_NOINLINE ssize_t
-uct_hipower_ep_am_bcopy_bundle(uct_hipower_ep_t *ep, uint8_t id,
-                               uct_pack_callback_t pack_cb, void *arg)
+uct_hipower_ep_am_bcopy_spill(uct_hipower_ep_t *ep, uint8_t id, void *data,
+                              size_t length)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    hipower_bundle_t *frame    = &ep->tx.bundle.frame;
     uct_hipower_tx_op_t *op;
     ucs_status_t status;
-    size_t length;
-    void *data, *buffer;
+    void *buffer;
     int post = 0;
 
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
-        status = uct_hipower_ep_bundle_open(ep);
-        if (status != UCS_OK) {
-            return status;
-        }
-    }
-
-    data   = hipower_bundle_packed_data(frame);
-    length = pack_cb(data, arg);
-    if (ucs_unlikely(length > iface->config.max_payload)) {
+    if (length > iface->config.max_payload) {
         /* (The buffer has UCT_HIPOWER_BCOPY_SLACK bytes to spare) */
-        if (frame->count == 0) {
+        if (ep->tx.bundle.frame.count == 0) {
             uct_hipower_ep_bundle_drop(ep); /* Opened for this one */
         }
         return uct_hipower_ep_bcopy_too_long(ep, "am_bcopy", length,
                                              iface->config.max_payload);
     }
 
-    /* The first message of a bundle may be as large as any */
-    if (ucs_likely((frame->count == 0) ||
-                   uct_hipower_ep_bundle_fits(ep, length))) {
-        hipower_bundle_commit(frame, id, length);
-        uct_hipower_ep_bundle_joined(ep);
-        UCT_TL_EP_STAT_OP(&ep->super, AM, BCOPY, length);
-        return length;
-    }
-
     /* Out of the bundle's buffer before the bundle goes: its trailer is
      * written where this message's record would have begun */
+    ++iface->stats.tx_spills;
     op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_SEND, NULL);
     if (op == NULL) {
         return UCS_ERR_NO_RESOURCE;
@@ -727,8 +741,64 @@ uct_hipower_ep_am_bcopy_bundle(uct_hipower_ep_t *ep, uint8_t id,
         }
     }
 
+    ep->tx.bundle.bcopy_hint = length;
     UCT_TL_EP_STAT_OP(&ep->super, AM, BCOPY, length);
     return length;
+}
+
+/*
+ * Packs a bcopy message in place into the open bundle, past what it holds
+ * (the bundle's buffer has room for the largest message: tx_bundle_mp), so
+ * a bundled message is copied once, as one that goes alone. It joins the
+ * bundle if it fits (the first message of a bundle may be as large as any);
+ * if not, uct_hipower_ep_am_bcopy_spill(). The endpoint remembers its
+ * length (tx.bundle.bcopy_hint) to guess whether the next one will fit.
+ */
+static UCS_F_ALWAYS_INLINE ssize_t
+uct_hipower_ep_am_bcopy_join(uct_hipower_ep_t *ep, uint8_t id,
+                             uct_pack_callback_t pack_cb, void *arg,
+                             int hint_fits)
+{
+    hipower_bundle_t *frame = &ep->tx.bundle.frame;
+    uint32_t hint           = ep->tx.bundle.bcopy_hint;
+    void *data              = hipower_bundle_packed_data(frame);
+    size_t length           = pack_cb(data, arg);
+
+    /* @a hint_fits: the caller saw a message as long as the last one fit
+     * (uct_hipower_ep_bundle_joins()), so one no longer fits as well */
+    if (ucs_likely((hint_fits && (length <= hint)) ||
+                   ((length <= uct_hipower_ep_iface(ep)->config.max_payload) &&
+                    ((frame->count == 0) ||
+                     uct_hipower_ep_bundle_fits(ep, length))))) {
+        hipower_bundle_commit(frame, id, length);
+        ep->tx.bundle.bcopy_hint = length;
+        uct_hipower_ep_bundle_joined(ep);
+        UCT_TL_EP_STAT_OP(&ep->super, AM, BCOPY, length);
+        return length;
+    }
+
+    return uct_hipower_ep_am_bcopy_spill(ep, id, data, length);
+}
+
+/*
+ * am_bcopy into the endpoint's bundle (opened for it if none is): earlier
+ * messages wait in it, a pending dispatch gathers, or nothing could be
+ * posted a moment ago
+ */
+static UCS_F_NOINLINE ssize_t
+uct_hipower_ep_am_bcopy_bundle(uct_hipower_ep_t *ep, uint8_t id,
+                               uct_pack_callback_t pack_cb, void *arg)
+{
+    ucs_status_t status;
+
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+        status = uct_hipower_ep_bundle_open(ep);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    return uct_hipower_ep_am_bcopy_join(ep, id, pack_cb, arg, 0);
 }
 
 /* Packs a bcopy message into a send buffer and posts it as its own frame;
@@ -796,6 +866,23 @@ uct_hipower_ep_am_bcopy_slow(uct_hipower_ep_t *ep, uint8_t id,
         }
     }
 
+    if (((ep->flags & (UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
+                       UCT_HIPOWER_EP_FLAG_GATHER)) ==
+         UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
+        !uct_hipower_ep_bundle_fits(ep, ep->tx.bundle.bcopy_hint)) {
+        /* The last bcopy would not fit in what the bundle has left: it
+         * goes now if it can (whatever the window, as when a message does
+         * not fit: uct_hipower_ep_am_place()), so that this one is packed
+         * once, into a new bundle or a frame, not into this bundle and
+         * out of it again (uct_hipower_ep_am_bcopy_spill()). If it cannot,
+         * this one is packed into it and may still fit. */
+        status = uct_hipower_ep_bundle_post(ep, 0);
+        if (ucs_unlikely((status != UCS_OK) &&
+                         (status != UCS_ERR_NO_RESOURCE))) {
+            return status;
+        }
+    }
+
     if (ucs_unlikely((ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ||
                      ((ep->flags & UCT_HIPOWER_EP_FLAG_GATHER) &&
                       (ep->tx.ring.num_slots > 0)))) {
@@ -824,9 +911,10 @@ uct_hipower_ep_am_bcopy_slow(uct_hipower_ep_t *ep, uint8_t id,
     return uct_hipower_ep_am_bcopy_frame(ep, id, pack_cb, arg, 0);
 }
 
-ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
-                                uct_pack_callback_t pack_cb, void *arg,
-                                unsigned flags)
+/* am_bcopy's body, inlined as am_short's */
+static UCS_F_ALWAYS_INLINE ssize_t
+uct_hipower_ep_am_bcopy_inline(uct_ep_h tl_ep, uint8_t id,
+                               uct_pack_callback_t pack_cb, void *arg)
 {
     uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
 
@@ -839,7 +927,35 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         return uct_hipower_ep_am_bcopy_frame(ep, id, pack_cb, arg, 1);
     }
 
+    /* Under load: the open bundle takes it, as am_short's, if a message
+     * as long as the last bcopy still fits */
+    if (ucs_likely(uct_hipower_ep_bundle_joins(ep,
+                                               ep->tx.bundle.bcopy_hint))) {
+        return uct_hipower_ep_am_bcopy_join(ep, id, pack_cb, arg, 1);
+    }
+
     return uct_hipower_ep_am_bcopy_slow(ep, id, pack_cb, arg);
+}
+
+ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                                uct_pack_callback_t pack_cb, void *arg,
+                                unsigned flags)
+{
+    return uct_hipower_ep_am_bcopy_inline(tl_ep, id, pack_cb, arg);
+}
+
+ssize_t uct_hipower_held_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                                     uct_pack_callback_t pack_cb, void *arg,
+                                     unsigned flags)
+{
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_hipower_iface_t);
+    ssize_t length;
+
+    uct_hipower_held_enter(iface);
+    length = uct_hipower_ep_am_bcopy_inline(tl_ep, id, pack_cb, arg);
+    uct_hipower_held_leave(iface);
+    return length;
 }
 
 ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,

@@ -45,25 +45,6 @@
 #include <sched.h>
 
 
-/* An operation starts: marked, then clear of the timer (see above) */
-static UCS_F_ALWAYS_INLINE void
-uct_hipower_held_enter(uct_hipower_iface_t *iface)
-{
-    __atomic_store_n(&iface->tx.hold_ops, iface->tx.hold_ops + 1,
-                     __ATOMIC_SEQ_CST);
-    while (ucs_unlikely(__atomic_load_n(&iface->tx.hold_posting,
-                                        __ATOMIC_SEQ_CST))) {
-        sched_yield();
-    }
-}
-
-static UCS_F_ALWAYS_INLINE void
-uct_hipower_held_leave(uct_hipower_iface_t *iface)
-{
-    __atomic_store_n(&iface->tx.hold_ops, iface->tx.hold_ops - 1,
-                     __ATOMIC_RELEASE);
-}
-
 #define UCT_HIPOWER_HELD_IFACE(_tl_ep) \
     ucs_derived_of((_tl_ep)->iface, uct_hipower_iface_t)
 
@@ -80,15 +61,8 @@ uct_hipower_held_leave(uct_hipower_iface_t *iface)
         return ret; \
     }
 
-UCT_HIPOWER_HELD_OP(ucs_status_t, ep_am_short,
-                    (uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
-                     const void *buffer, unsigned length),
-                    (tl_ep, id, hdr, buffer, length))
-
-UCT_HIPOWER_HELD_OP(ssize_t, ep_am_bcopy,
-                    (uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
-                     void *arg, unsigned flags),
-                    (tl_ep, id, pack_cb, arg, flags))
+/* am_short and am_bcopy have theirs in hipower_ep_am.c, with the plain
+ * ones inlined: they are the hot path under load */
 
 UCT_HIPOWER_HELD_OP(ucs_status_t, ep_am_zcopy,
                     (uct_ep_h tl_ep, uint8_t id, const void *header,

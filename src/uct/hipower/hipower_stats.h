@@ -42,6 +42,9 @@
     _f(rx_fill_batches)  /* ... received, in rx_bundles */ \
     _f(tx_gathered)      /* Bundles of pending requests gathered by one \
                             dispatch (also in tx_bundles when 2 or more) */ \
+    _f(tx_spills)        /* Bcopy messages packed into an open bundle \
+                            they did not fit, then copied out of it (the \
+                            bundle could not go before the packer ran) */ \
     _f(doorbells)        /* ibv_post_send() calls: chains count once */ \
     _f(chained_reads)    /* Recycle READs posted in a message's chain */ \
     _f(tx_queue_full)    /* Sends refused: no send queue / CQ room */ \
