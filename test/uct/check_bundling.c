@@ -10,12 +10,16 @@
  * Every message is checksummed and its order checked by the fixture's
  * handler.
  */
+#ifndef _GNU_SOURCE
+#  define _GNU_SOURCE /* dl_iterate_phdr() */
+#endif
 #include "fixture.h"
 
 #include "hipower_iface.h"
 #include "hipower_ep.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <poll.h>
 
 
@@ -419,6 +423,22 @@ static struct {
     void         (*cleanup)(uct_hipower_timer_t*);
 } timer_fn;
 
+/* The loaded plugin's file: libuct_hipower.so[.0] in any directory */
+static char plugin_path[4096];
+
+static int find_plugin_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    const char *base = strrchr(info->dlpi_name, '/');
+
+    base = (base == NULL) ? info->dlpi_name : base + 1;
+    if ((strcmp(base, "libuct_hipower.so") != 0) &&
+        (strcmp(base, "libuct_hipower.so.0") != 0)) {
+        return 0;
+    }
+    snprintf(plugin_path, sizeof(plugin_path), "%s", info->dlpi_name);
+    return 1;
+}
+
 static void mode_timer_cb(void *arg)
 {
     mode_timer_t *t = arg;
@@ -429,6 +449,8 @@ static void mode_timer_cb(void *arg)
 
 START_TEST(test_hold_timer_modes)
 {
+    uct_component_h *components;
+    unsigned num_components;
     ucs_async_context_t *async;
     mode_timer_t t;
     ucs_time_t until;
@@ -436,16 +458,20 @@ START_TEST(test_hold_timer_modes)
     void *lib;
 
     /* LD_PRELOAD (UCX 1.13) makes them global; UCX >= 1.22 opens the
-     * plugin from UCX_PLUGIN_PATH, found by its name */
-    lib = dlsym(RTLD_DEFAULT, "uct_hipower_timer_init") ? RTLD_DEFAULT :
-          dlopen("libuct_hipower.so", RTLD_LAZY | RTLD_NOLOAD);
-    if (lib == NULL) {
-        lib = dlopen("libuct_hipower.so.0", RTLD_LAZY | RTLD_NOLOAD);
-    }
-    if (lib == NULL) {
-        printf("hold timer modes: the plugin's symbols are not reachable "
-               "here (%s): skipped\n", dlerror());
-        return;
+     * plugin from UCX_PLUGIN_PATH without: found among the loaded objects
+     * by its file name. (RTLD_DEFAULT is a null handle in glibc; 350a338
+     * took it for "not found" and skipped this test everywhere.) */
+    lib = RTLD_DEFAULT;
+    if (dlsym(lib, "uct_hipower_timer_init") == NULL) {
+        /* UCX loads its modules when the components are first asked for */
+        ck_assert_int_eq(uct_query_components(&components, &num_components),
+                         UCS_OK);
+        uct_release_component_list(components);
+        plugin_path[0] = '\0';
+        dl_iterate_phdr(find_plugin_cb, NULL);
+        ck_assert_msg(plugin_path[0] != '\0', "the plugin is not loaded");
+        lib = dlopen(plugin_path, RTLD_LAZY | RTLD_NOLOAD);
+        ck_assert_msg(lib != NULL, "%s: %s", plugin_path, dlerror());
     }
     *(void**)&timer_fn.init    = dlsym(lib, "uct_hipower_timer_init");
     *(void**)&timer_fn.start   = dlsym(lib, "uct_hipower_timer_start");

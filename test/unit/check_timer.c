@@ -62,6 +62,8 @@ START_TEST(test_timer_poll_mode)
                      UCT_HIPOWER_TIMER_RUNNING);
     ucs_async_poll(async);
     ck_assert_uint_eq(t.calls, 0);          /* No tick yet */
+    ck_assert_int_ge(t.timer.fd, 0);
+    ck_assert_int_eq(t.timer.efd, -1);      /* The timerfd alone */
 
     usleep(70000);                          /* Three ticks: one call */
     ucs_async_poll(async);

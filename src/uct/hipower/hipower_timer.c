@@ -125,44 +125,49 @@ static void uct_hipower_timer_fd_close(uct_hipower_timer_t *timer)
     }
 }
 
-/* The first start: the fds and their handlers, kept until cleanup */
+/* The first start: the fds and their handlers, kept until cleanup. In
+ * polling mode only the timerfd: its handler belongs to the context and
+ * runs the callback, and an eventfd would cost a read() at every
+ * ucs_async_poll() for nothing. */
 static ucs_status_t uct_hipower_timer_fd_open(uct_hipower_timer_t *timer)
 {
     ucs_async_mode_t mode = timer->async->mode;
+    int poll_mode         = (mode == UCS_ASYNC_MODE_POLL);
     ucs_status_t status;
-    int fd, efd;
+    int fd, efd = -1;
 
-    fd  = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if ((fd < 0) || (efd < 0)) {
-        ucs_error("%s failed: %m", (fd < 0) ? "timerfd_create()" :
-                                              "eventfd()");
-        if (fd >= 0) {
-            close(fd);
-        }
-        if (efd >= 0) {
-            close(efd);
-        }
+    fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (fd < 0) {
+        ucs_error("timerfd_create() failed: %m");
         return UCS_ERR_IO_ERROR;
     }
 
-    /* Each handler's fd is set once it is registered, for cleanup */
-    status = ucs_async_set_event_handler(mode, efd, UCS_EVENT_SET_EVREAD |
-                                         UCS_EVENT_SET_EDGE_TRIGGERED,
-                                         uct_hipower_timer_fd_relay, timer,
-                                         timer->async);
-    if (status != UCS_OK) {
-        close(fd);
-        close(efd);
-        return status;
+    if (!poll_mode) {
+        efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (efd < 0) {
+            ucs_error("eventfd() failed: %m");
+            close(fd);
+            return UCS_ERR_IO_ERROR;
+        }
+
+        /* Each handler's fd is set once it is registered, for cleanup */
+        status = ucs_async_set_event_handler(mode, efd,
+                                             UCS_EVENT_SET_EVREAD |
+                                             UCS_EVENT_SET_EDGE_TRIGGERED,
+                                             uct_hipower_timer_fd_relay,
+                                             timer, timer->async);
+        if (status != UCS_OK) {
+            close(fd);
+            close(efd);
+            return status;
+        }
+        timer->efd = efd;
     }
-    timer->efd = efd;
 
     status = ucs_async_set_event_handler(mode, fd, UCS_EVENT_SET_EVREAD |
                                          UCS_EVENT_SET_EDGE_TRIGGERED,
                                          uct_hipower_timer_fd_tick, timer,
-                                         (mode == UCS_ASYNC_MODE_POLL) ?
-                                         timer->async : NULL);
+                                         poll_mode ? timer->async : NULL);
     if (status != UCS_OK) {
         close(fd);
         uct_hipower_timer_fd_close(timer);

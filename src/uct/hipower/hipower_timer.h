@@ -40,7 +40,7 @@
  * polling mode, which calls every handler of the context at each
  * ucs_async_poll(), runs the callback only on ticks too; there (no async
  * thread, nothing missed) the timerfd's handler belongs to the context and
- * runs the callback itself.
+ * runs the callback itself, and there is no eventfd.
  *
  * Signal mode cannot watch these fds (they have no fasync): there the
  * timer falls back to a UCX timer added on start and removed on stop.
@@ -62,7 +62,8 @@ typedef enum {
 typedef struct uct_hipower_timer {
     int                      state;    /* uct_hipower_timer_state_t */
     int                      fd;       /* The timerfd, or -1 */
-    int                      efd;      /* Its ticks for the context, or -1 */
+    int                      efd;      /* Its ticks for the context, or -1
+                                          (none in polling mode) */
     int                      ucs_id;   /* Signal mode: the UCX timer, or 0 */
     ucs_time_t               interval;
     ucs_async_context_t      *async;
