@@ -17,6 +17,7 @@
 #include <check.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -148,6 +149,67 @@ START_TEST(test_timer_missed_ticks)
 }
 END_TEST
 
+static void stale_fd_cb(int id, ucs_event_set_types_t events, void *arg)
+{
+}
+
+/*
+ * A missed event of a handler that is gone: a connection's socket of the
+ * worker's context missed an event (the lock was taken), then its handler
+ * was removed and the fd closed before the owner checked the miss queue,
+ * and the timer starts for the first time right then. UCX 1.13 finds the
+ * entry's fd number taken by whatever was opened next; had that been the
+ * timer's timerfd (its handler has no context), ucs_async_check_miss()
+ * would abort on "handler->async == async" -- an Open MPI rank of the
+ * reference bench did (stop 47). With uct_hipower_timer_prepare() at the
+ * owner's creation the timer's fds exist already: the start opens none,
+ * and the check finds no handler for the stale entry. Red without the
+ * prepare: abort (signal 6).
+ */
+START_TEST(test_timer_stale_miss)
+{
+    ucs_async_context_t *async;
+    timer_test_t t = {0};
+    uint64_t one   = 1;
+    ucs_time_t until;
+    int efd, fd;
+
+    ck_assert_int_eq(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                              &async), UCS_OK);
+    uct_hipower_timer_init(&t.timer, async, ucs_time_from_msec(50),
+                           timer_test_cb, &t);
+    ck_assert_int_eq(uct_hipower_timer_prepare(&t.timer), UCS_OK);
+    fd = t.timer.fd;
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_ge(t.timer.efd, 0);
+
+    efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    ck_assert_int_ge(efd, 0);
+    ck_assert_int_eq(ucs_async_set_event_handler(async->mode, efd,
+                                                 UCS_EVENT_SET_EVREAD,
+                                                 stale_fd_cb, NULL, async),
+                     UCS_OK);
+    UCS_ASYNC_BLOCK(async);
+    ck_assert_int_eq(write(efd, &one, sizeof(one)), sizeof(one));
+    until = ucs_get_time() + ucs_time_from_sec(5.0);
+    while (ucs_mpmc_queue_is_empty(&async->missed) &&
+           (ucs_get_time() < until)) {
+        sched_yield();
+    }
+    ck_assert(!ucs_mpmc_queue_is_empty(&async->missed));
+    ucs_async_remove_handler(efd, 0);
+    close(efd);
+    ck_assert_int_eq(uct_hipower_timer_start(&t.timer), UCS_OK);
+    ck_assert_int_eq(t.timer.fd, fd);        /* No fd opened by the start */
+    UCS_ASYNC_UNBLOCK(async);
+    ucs_async_check_miss(async);
+    ck_assert(ucs_mpmc_queue_is_empty(&async->missed));
+
+    uct_hipower_timer_cleanup(&t.timer);
+    ucs_async_context_destroy(async);
+}
+END_TEST
+
 Suite *hipower_timer_suite(void)
 {
     Suite *suite = suite_create("timer");
@@ -156,6 +218,7 @@ Suite *hipower_timer_suite(void)
     tcase_set_timeout(tcase, 120);
     tcase_add_test(tcase, test_timer_poll_mode);
     tcase_add_test(tcase, test_timer_missed_ticks);
+    tcase_add_test(tcase, test_timer_stale_miss);
     suite_add_tcase(suite, tcase);
     return suite;
 }

@@ -1276,6 +1276,10 @@ ucs_status_t uct_hipower_cm_open(uct_hipower_iface_t *iface,
     } while (uuid == 0);
     iface->cm.addr.uuid = uuid;
 
+    /* The deadline timer's fds before any connection's socket
+     * (hipower_timer.h: uct_hipower_timer_prepare()) */
+    (void)uct_hipower_timer_prepare(&iface->cm.timer);
+
     iface->cm.io_epfd = epoll_create1(EPOLL_CLOEXEC);
     if (iface->cm.io_epfd < 0) {
         ucs_error("hipower %s: epoll_create1() failed: %m", iface->dev_name);

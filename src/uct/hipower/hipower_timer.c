@@ -177,6 +177,14 @@ static ucs_status_t uct_hipower_timer_fd_open(uct_hipower_timer_t *timer)
     return UCS_OK;
 }
 
+ucs_status_t uct_hipower_timer_prepare(uct_hipower_timer_t *timer)
+{
+    if ((timer->async->mode == UCS_ASYNC_MODE_SIGNAL) || (timer->fd >= 0)) {
+        return UCS_OK;
+    }
+    return uct_hipower_timer_fd_open(timer);
+}
+
 ucs_status_t uct_hipower_timer_start(uct_hipower_timer_t *timer)
 {
     ucs_status_t status;

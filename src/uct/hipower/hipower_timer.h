@@ -78,6 +78,22 @@ void uct_hipower_timer_init(uct_hipower_timer_t *timer,
                             ucs_async_context_t *async, ucs_time_t interval,
                             uct_hipower_timer_cb_t cb, void *arg);
 
+/*
+ * Makes the timer's fds and registers their handlers now, while nothing
+ * runs, rather than at the first start (which makes them if this was not
+ * called or failed). Why: UCX 1.13 keeps a handler's missed events in the
+ * context's miss queue under its fd number after the handler is removed
+ * and the fd closed; the next fd opened gets that number, and if its
+ * handler has another async context -- the timerfd's has none -- the
+ * owner's ucs_async_check_miss() aborts on "handler->async == async".
+ * A first start in the middle of wire-up, right after a connection's
+ * socket closed with an event missed, did that (an Open MPI rank of the
+ * reference bench, stop 47). Made at the interface's creation, before
+ * any of its sockets, the timerfd keeps its number for the interface's
+ * life. Errors are reported; the start tries again.
+ */
+ucs_status_t uct_hipower_timer_prepare(uct_hipower_timer_t *timer);
+
 /* Runs the timer (nothing if it runs); UCS_OK, or why it cannot, after
  * which it stays UCT_HIPOWER_TIMER_FAILED and every start fails at once */
 ucs_status_t uct_hipower_timer_start(uct_hipower_timer_t *timer);
