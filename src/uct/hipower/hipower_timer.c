@@ -179,7 +179,10 @@ static ucs_status_t uct_hipower_timer_fd_open(uct_hipower_timer_t *timer)
 
 ucs_status_t uct_hipower_timer_prepare(uct_hipower_timer_t *timer)
 {
-    if ((timer->async->mode == UCS_ASYNC_MODE_SIGNAL) || (timer->fd >= 0)) {
+    /* Only the async thread's modes give the timerfd a handler without a
+     * context; in polling mode it would cost a read() per poll from now */
+    if ((timer->async->mode == UCS_ASYNC_MODE_SIGNAL) ||
+        (timer->async->mode == UCS_ASYNC_MODE_POLL) || (timer->fd >= 0)) {
         return UCS_OK;
     }
     return uct_hipower_timer_fd_open(timer);

@@ -90,7 +90,8 @@ void uct_hipower_timer_init(uct_hipower_timer_t *timer,
  * socket closed with an event missed, did that (an Open MPI rank of the
  * reference bench, stop 47). Made at the interface's creation, before
  * any of its sockets, the timerfd keeps its number for the interface's
- * life. Errors are reported; the start tries again.
+ * life. Errors are reported; the start tries again. Nothing in polling
+ * mode (the timerfd's handler has the context there) or signal mode.
  */
 ucs_status_t uct_hipower_timer_prepare(uct_hipower_timer_t *timer);
 
