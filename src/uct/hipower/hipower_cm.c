@@ -1330,6 +1330,7 @@ err_epoll:
     status = UCS_ERR_IO_ERROR;
 err:
     uct_hipower_cm_close_fds(iface);
+    uct_hipower_timer_cleanup(&iface->cm.timer); /* Its prepared fds */
     return status;
 }
 

@@ -242,9 +242,6 @@ void uct_hipower_iface_hold_init(uct_hipower_iface_t *iface)
         return;
     }
 
-    /* Its fds now, not in the middle of traffic (hipower_timer.h) */
-    (void)uct_hipower_timer_prepare(&iface->tx.hold_timer);
-
     ops->ep_am_short       = uct_hipower_held_ep_am_short;
     ops->ep_am_bcopy       = uct_hipower_held_ep_am_bcopy;
     ops->ep_am_zcopy       = uct_hipower_held_ep_am_zcopy;

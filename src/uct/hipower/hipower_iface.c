@@ -1416,6 +1416,12 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         }
     }
 
+    /* The hold timer's fds now, before any traffic, and after the last
+     * failure above, whose path does not clean them up (hipower_timer.h) */
+    if (self->config.bundle_window > 0) {
+        (void)uct_hipower_timer_prepare(&self->tx.hold_timer);
+    }
+
     ucs_debug("hipower %s: opened, notify %s, %u-byte slots %u apart, %u "
               "per endpoint, %u endpoints guaranteed, arena %zu bytes, port "
               "mtu %zu", self->dev_name,
