@@ -13,8 +13,15 @@ RANKS=5
 if [ "$BENCH_QUICK" = 1 ]; then sizes="1024" lat_rounds=5
 else sizes="64 4096" lat_rounds=6; fi
 # Throughput phase: budget/size messages per worker, at least 16, at most
-# max_msgs (the rig handles ~200-3000 messages/s)
-budget=131072 max_msgs=200
+# max_msgs. With 200 and 128 KB (until stop 48) a phase lasted 16-40 ms,
+# a few of the guest scheduler's slices, and one transport's samples
+# spread 2-3x; 2000 messages of 64 B and 1024 of 4 KB take 0.3-1.2 s
+# (--quick: the old short phase, it only checks that the section runs)
+if [ "$BENCH_QUICK" = 1 ]; then budget=131072 max_msgs=200
+else budget=4194304 max_msgs=2000; fi
+budget=${HIPOWER_BENCH_INCAST_BUDGET:-$budget} max_msgs=${HIPOWER_BENCH_INCAST_MSGS:-$max_msgs}
+# Columns (HIPOWER_BENCH_INCAST_COLUMNS: a subset, for trying things)
+columns=${HIPOWER_BENCH_INCAST_COLUMNS:-rc_verbs hipower hipower-nobundle hipower-window hipower-pull}
 
 for p in bcast gather; do
     P=$([ $p = bcast ] && echo "Broadcast 1->4" || echo "Gather 4->1")
@@ -35,7 +42,7 @@ bench_note $S "- Caveats: on the rig, 5 busy-polling processes share the guest's
 
 sizes_csv=${sizes// /,}
 for rep in $(seq "$BENCH_REPS"); do
-    for col in rc_verbs hipower hipower-nobundle hipower-window hipower-pull; do
+    for col in $columns; do
         modes=busy,wait
         [ "$col" = hipower-pull ] && modes=busy
         bench_log "incast rep $rep/$BENCH_REPS: $col, sizes $sizes, modes $modes"

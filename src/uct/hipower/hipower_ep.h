@@ -605,6 +605,22 @@ uct_hipower_held_leave(uct_hipower_iface_t *iface)
                      __ATOMIC_RELEASE);
 }
 
+/* A wrapper of an endpoint operation for the bundle window: the plain one
+ * (@a _op, inlined where it is an inline body), between held_enter and
+ * held_leave (hipower_ep_hold.c says why) */
+#define UCT_HIPOWER_HELD_WRAPPER(_scope, _type, _name, _op, _params, _args) \
+    _scope _type _name _params \
+    { \
+        uct_hipower_iface_t *_iface = ucs_derived_of(tl_ep->iface, \
+                                                     uct_hipower_iface_t); \
+        _type _ret; \
+        \
+        uct_hipower_held_enter(_iface); \
+        _ret = _op _args; \
+        uct_hipower_held_leave(_iface); \
+        return _ret; \
+    }
+
 /* The window holds a send: the hold timer must run (hipower_ep_hold.c) */
 static UCS_F_ALWAYS_INLINE void
 uct_hipower_ep_hold(uct_hipower_iface_t *iface, int count)

@@ -667,19 +667,11 @@ ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     return uct_hipower_ep_am_short_inline(tl_ep, id, hdr, buffer, length);
 }
 
-ucs_status_t uct_hipower_held_ep_am_short(uct_ep_h tl_ep, uint8_t id,
-                                          uint64_t hdr, const void *buffer,
-                                          unsigned length)
-{
-    uct_hipower_iface_t *iface = ucs_derived_of(tl_ep->iface,
-                                                uct_hipower_iface_t);
-    ucs_status_t status;
-
-    uct_hipower_held_enter(iface);
-    status = uct_hipower_ep_am_short_inline(tl_ep, id, hdr, buffer, length);
-    uct_hipower_held_leave(iface);
-    return status;
-}
+UCT_HIPOWER_HELD_WRAPPER(, ucs_status_t, uct_hipower_held_ep_am_short,
+                         uct_hipower_ep_am_short_inline,
+                         (uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
+                          const void *buffer, unsigned length),
+                         (tl_ep, id, hdr, buffer, length))
 
 /*
  * A bcopy message that did not join the open bundle once packed, @a length
@@ -944,19 +936,12 @@ ssize_t uct_hipower_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     return uct_hipower_ep_am_bcopy_inline(tl_ep, id, pack_cb, arg);
 }
 
-ssize_t uct_hipower_held_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
-                                     uct_pack_callback_t pack_cb, void *arg,
-                                     unsigned flags)
-{
-    uct_hipower_iface_t *iface = ucs_derived_of(tl_ep->iface,
-                                                uct_hipower_iface_t);
-    ssize_t length;
-
-    uct_hipower_held_enter(iface);
-    length = uct_hipower_ep_am_bcopy_inline(tl_ep, id, pack_cb, arg);
-    uct_hipower_held_leave(iface);
-    return length;
-}
+UCT_HIPOWER_HELD_WRAPPER(, ssize_t, uct_hipower_held_ep_am_bcopy,
+                         uct_hipower_ep_am_bcopy_inline,
+                         (uct_ep_h tl_ep, uint8_t id,
+                          uct_pack_callback_t pack_cb, void *arg,
+                          unsigned flags),
+                         (tl_ep, id, pack_cb, arg))
 
 ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
                                      const void *header, unsigned header_length,

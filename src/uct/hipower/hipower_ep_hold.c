@@ -45,21 +45,10 @@
 #include <sched.h>
 
 
-#define UCT_HIPOWER_HELD_IFACE(_tl_ep) \
-    ucs_derived_of((_tl_ep)->iface, uct_hipower_iface_t)
-
 /* One wrapper per endpoint operation: the plain one, marked */
 #define UCT_HIPOWER_HELD_OP(_type, _name, _params, _args) \
-    static _type uct_hipower_held_##_name _params \
-    { \
-        uct_hipower_iface_t *iface = UCT_HIPOWER_HELD_IFACE(tl_ep); \
-        _type ret; \
-        \
-        uct_hipower_held_enter(iface); \
-        ret = uct_hipower_##_name _args; \
-        uct_hipower_held_leave(iface); \
-        return ret; \
-    }
+    UCT_HIPOWER_HELD_WRAPPER(static, _type, uct_hipower_held_##_name, \
+                             uct_hipower_##_name, _params, _args)
 
 /* am_short and am_bcopy have theirs in hipower_ep_am.c, with the plain
  * ones inlined: they are the hot path under load */
@@ -148,7 +137,8 @@ static void uct_hipower_held_ep_pending_purge(uct_ep_h tl_ep,
                                               uct_pending_purge_callback_t cb,
                                               void *arg)
 {
-    uct_hipower_iface_t *iface = UCT_HIPOWER_HELD_IFACE(tl_ep);
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_hipower_iface_t);
 
     uct_hipower_held_enter(iface);
     uct_hipower_ep_pending_purge(tl_ep, cb, arg);
@@ -170,7 +160,8 @@ static ucs_status_t uct_hipower_held_ep_create(const uct_ep_params_t *params,
 
 static void uct_hipower_held_ep_destroy(uct_ep_h tl_ep)
 {
-    uct_hipower_iface_t *iface = UCT_HIPOWER_HELD_IFACE(tl_ep);
+    uct_hipower_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_hipower_iface_t);
 
     uct_hipower_held_enter(iface);
     UCS_CLASS_DELETE_FUNC_NAME(uct_hipower_ep_t)(tl_ep);
