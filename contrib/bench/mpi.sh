@@ -21,7 +21,7 @@
 # repetition.
 #
 # Knobs: HIPOWER_BENCH_MPI_TIMEOUT (seconds per mpirun, default 240),
-# HIPOWER_BENCH_MPI_TRANSPORTS (default "rc_verbs hipower hipower-pull"),
+# HIPOWER_BENCH_MPI_TRANSPORTS (default: all five columns),
 # HIPOWER_BENCH_MPI_PP_BYTES, HIPOWER_BENCH_MPI_A2A_BYTES (bytes per
 # measurement), HIPOWER_BENCH_MPI_NETPIPE=1.
 set -u -o pipefail
