@@ -41,11 +41,11 @@ layout() { [ "$1" -le 64 ] && echo short || echo bcopy; }
 for rep in $(seq "$BENCH_REPS"); do
     for size in $am_sizes; do
         for test in am_lat am_bw; do
-            # Latency: 2000 round trips, so that a run's median is not its
-            # start-up's (with 300, one run in two of either transport sat
-            # at ~50 us instead of ~25 on the rig); in the rig's "4 ms mode"
-            # (see docs), where a round trip can take a timer tick, a run
-            # then takes ~16 s
+            # Latency: 2000 round trips per run (~1 s; 300 until stop 48).
+            # The rig's runs of every transport still sit at ~25 or ~50 us
+            # by run and by boot (docs/bench/rerun-01809db); in its "4 ms
+            # mode" (see docs), where a round trip can take a timer tick, a
+            # run takes ~16 s
             if [ "$test" = am_lat ]; then iters=2000
             else iters=$(bench_iters "$size" 5000 8388608); fi
             bench_log "uct rep $rep/$BENCH_REPS: $test $size B"
