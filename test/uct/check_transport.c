@@ -891,6 +891,7 @@ int main(void)
     add_transport_tests(suite);
     add_conformance_tests(suite);
     add_bundle_tests(suite);
+    add_reentry_tests(suite);
     /* The handshake does not depend on the notification mode either: the
      * rig runs it in one (HIPOWER_TEST_SKIP_CONNECT=y in the others) */
     if ((getenv("HIPOWER_TEST_SKIP_CONNECT") == NULL) ||

@@ -198,6 +198,8 @@ void hostile_frame_fails(const struct uct_hipower_ep_addr *addr, uint32_t seq,
 unsigned b_slots(int p);
 
 void add_conformance_tests(Suite *suite);
+/* check_reentry.c: handlers that cancel their endpoint or progress again */
+void add_reentry_tests(Suite *suite);
 void add_bundle_tests(Suite *suite);
 void add_port_down_test(Suite *suite);
 void add_many_peers_test(Suite *suite);

@@ -964,7 +964,7 @@ unsigned uct_hipower_cm_poll(uct_hipower_iface_t *iface)
 unsigned uct_hipower_cm_progress(uct_hipower_iface_t *iface)
 {
     uct_hipower_cm_conn_t *conn;
-    uct_hipower_ep_t *ep;
+    uct_hipower_ep_t *ep, *tmp;
     unsigned count = 0;
 
     while (!ucs_list_is_empty(&iface->cm.ready)) {
@@ -982,8 +982,10 @@ unsigned uct_hipower_cm_progress(uct_hipower_iface_t *iface)
         }
     }
 
-    while (!ucs_list_is_empty(&iface->cm.doomed)) {
-        ep = ucs_list_head(&iface->cm.doomed, uct_hipower_ep_t, cm.list);
+    ucs_list_for_each_safe(ep, tmp, &iface->cm.doomed, cm.list) {
+        if (ep->flags & UCT_HIPOWER_EP_FLAG_IN_RX) {
+            continue; /* A progress called by a handler of its walk */
+        }
         ucs_debug(UCT_HIPOWER_EP_FMT ": internal endpoint closed by its peer",
                   UCT_HIPOWER_EP_ARG(ep));
         UCS_CLASS_DELETE_FUNC_NAME(uct_hipower_ep_t)(&ep->super.super);

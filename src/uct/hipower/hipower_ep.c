@@ -583,8 +583,10 @@ unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep)
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     unsigned count;
 
+    /* Not from a handler of its own walk (uct_hipower_ep_rx_enter()) */
     if (!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) ||
-        (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+        (ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
+                      UCT_HIPOWER_EP_FLAG_IN_RX))) {
         return 0;
     }
 

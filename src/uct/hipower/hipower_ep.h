@@ -20,6 +20,11 @@ enum {
     UCT_HIPOWER_EP_FLAG_CONNECTED      = UCS_BIT(0),
     UCT_HIPOWER_EP_FLAG_RECYCLE_READ   = UCS_BIT(1), /* Recycle READ posted */
     UCT_HIPOWER_EP_FLAG_NOTIFY_READ    = UCS_BIT(2), /* Pull READ posted */
+    /* Its receive walk runs: a handler may fail the endpoint (a flush with
+     * UCT_FLUSH_FLAG_CANCEL) or call progress again, so its runs go back to
+     * the pool only once the walk is over, and a nested progress does not
+     * walk it again (uct_hipower_ep_rx_progress()) */
+    UCT_HIPOWER_EP_FLAG_IN_RX          = UCS_BIT(3),
     UCT_HIPOWER_EP_FLAG_PENDING_LISTED = UCS_BIT(4), /* In iface pending_eps */
     UCT_HIPOWER_EP_FLAG_FAILED         = UCS_BIT(5),
     UCT_HIPOWER_EP_FLAG_DISPATCHING    = UCS_BIT(6), /* Pending dispatch runs */
@@ -980,6 +985,39 @@ void uct_hipower_ep_rx_timeout(uct_hipower_ep_t *ep);
  * the simulator's schedules)
  */
 void uct_hipower_ep_rx_peer_gone(uct_hipower_ep_t *ep);
+
+/* The end of a walk that stopped at a frame no honest peer writes, or
+ * during which a handler failed the endpoint (uct_hipower_ep_rx_leave()) */
+void uct_hipower_ep_rx_failed(uct_hipower_ep_t *ep);
+
+/*
+ * Around everything that delivers an endpoint's messages (its receive
+ * loop, and a run's last filled slot closed from an event): handlers may
+ * call UCT again -- fail this endpoint (uct_ep_flush() with
+ * UCT_FLUSH_FLAG_CANCEL, as UCP's ucp_ep_close_nbx(FORCE) does) or
+ * progress the interface. While the walk runs (UCT_HIPOWER_EP_FLAG_IN_RX)
+ * the endpoint's runs stay with it (uct_hipower_ep_rx_peer_gone() waits)
+ * and a nested progress leaves it alone: the walk still reads the slots
+ * and moves the ring, and a second walk would deliver its messages twice.
+ * Returns 0 if a walk of the endpoint is already under way.
+ */
+static UCS_F_ALWAYS_INLINE int uct_hipower_ep_rx_enter(uct_hipower_ep_t *ep)
+{
+    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_IN_RX)) {
+        return 0;
+    }
+    ep->flags |= UCT_HIPOWER_EP_FLAG_IN_RX;
+    return 1;
+}
+
+static UCS_F_ALWAYS_INLINE void uct_hipower_ep_rx_leave(uct_hipower_ep_t *ep)
+{
+    ep->flags &= ~UCT_HIPOWER_EP_FLAG_IN_RX;
+    if (ucs_unlikely(ep->flags & (UCT_HIPOWER_EP_FLAG_BAD_FRAME |
+                                  UCT_HIPOWER_EP_FLAG_FAILED))) {
+        uct_hipower_ep_rx_failed(ep);
+    }
+}
 
 /* Receiver: the endpoint goes (destroyed): no more a waiter, no more
  * counted without a run */

@@ -559,6 +559,11 @@ void uct_hipower_ep_rx_peer_gone(uct_hipower_ep_t *ep)
         (uct_hipower_ep_rx_held(ep) == 0) || (ep->rx.ring.held > 0)) {
         return;
     }
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_IN_RX) {
+        /* A handler of the walk failed it: the walk still reads the runs;
+         * they go when it ends (uct_hipower_ep_rx_leave()) */
+        return;
+    }
 
     ucs_debug(UCT_HIPOWER_EP_FMT ": the peer %s: its %u slots go back to "
               "the pool", UCT_HIPOWER_EP_ARG(ep),
@@ -657,8 +662,9 @@ static int uct_hipower_ep_rx_release_done(uct_hipower_ep_t *ep)
      * slot still open there is done */
     ucs_memory_cpu_load_fence();
     uct_hipower_ep_rx_fill_close(ep);
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME) {
-        return 0; /* Fails at the end of this progress call */
+    if (ep->flags & (UCT_HIPOWER_EP_FLAG_BAD_FRAME |
+                     UCT_HIPOWER_EP_FLAG_FAILED)) {
+        return 0; /* Fails (or gives its runs back) at the walk's end */
     }
 
     remaining = hipower_grant_old_remaining(hipower_rx_ring_taken(ring),
@@ -749,8 +755,9 @@ int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)
     /* It wrote its new run after everything it wrote into the old one: a
      * filled slot still open there is done */
     uct_hipower_ep_rx_fill_close(ep);
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME) {
-        return 0; /* Fails at the end of this progress call */
+    if (ep->flags & (UCT_HIPOWER_EP_FLAG_BAD_FRAME |
+                     UCT_HIPOWER_EP_FLAG_FAILED)) {
+        return 0; /* Fails (or gives its runs back) at the walk's end */
     }
 
     ack_word  = hipower_slot_trailer_ack_word(

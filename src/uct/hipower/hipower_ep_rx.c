@@ -485,6 +485,18 @@ unsigned uct_hipower_ep_rx_fill_close(uct_hipower_ep_t *ep)
                                                  config.hold_slots) : 0;
 }
 
+void uct_hipower_ep_rx_failed(uct_hipower_ep_t *ep)
+{
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+        /* A frame no honest peer writes: the endpoint fails now that the
+         * walk no longer uses its ring */
+        uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
+    } else {
+        /* Failed by a handler during the walk: its runs go back now */
+        uct_hipower_ep_rx_peer_gone(ep);
+    }
+}
+
 /*
  * The receive loop, specialized by uct_hipower_ep_rx_progress() for the
  * notification mode and HOLD_SLOTS (constants here), as UCX specializes its
@@ -790,6 +802,9 @@ uct_hipower_ep_rx_progress_runs(uct_hipower_ep_t *ep, int hold)
     /* An endpoint without a run (hipower_ep_grant.c) has no slot to look at */
     if (ucs_likely(ep->rx.ring.num_slots > 0)) {
         count = uct_hipower_ep_rx_progress_self_mode(ep, hold);
+        if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+            return count; /* By a handler: no more runs for it */
+        }
     }
 
     if (ucs_unlikely((ep->rx.granted.count > 0) ||
@@ -823,13 +838,13 @@ uct_hipower_ep_rx_progress_mode(uct_hipower_ep_t *ep)
 
 unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep)
 {
-    unsigned count = uct_hipower_ep_rx_progress_mode(ep);
+    unsigned count;
 
-    /* The receive loop stopped at a frame no honest peer writes: the
-     * endpoint fails now that the loop no longer uses its ring */
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
-        uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
+    if (!uct_hipower_ep_rx_enter(ep)) {
+        return 0; /* Called by a handler of this endpoint's walk */
     }
+    count = uct_hipower_ep_rx_progress_mode(ep);
+    uct_hipower_ep_rx_leave(ep);
     return count;
 }
 

@@ -165,8 +165,13 @@ unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
         }
         if (ucs_unlikely((ep->rx.ring.num_slots == 0) ||
                          (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING))) {
-            /* Its peer's run request: a run given back, or one asked for */
-            uct_hipower_ep_rx_run_req(ep);
+            /* Its peer's run request: a run given back, or one asked for
+             * (not from a handler of its walk: the walk's next
+             * uct_hipower_ep_rx_switch() sees a release) */
+            if (uct_hipower_ep_rx_enter(ep)) {
+                uct_hipower_ep_rx_run_req(ep);
+                uct_hipower_ep_rx_leave(ep);
+            }
         }
     }
     return num_wcs;
