@@ -19,6 +19,9 @@
 #include "hipower_ep.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <link.h>
 #include <poll.h>
 
@@ -1392,6 +1395,167 @@ START_TEST(test_bundle_fill_hostile)
 }
 END_TEST
 
+/*
+ * Filled slots: a bundle open while a filled slot is open needs room for
+ * three work requests (the batch, the trailer, a recycle READ), one
+ * message two. With room for two, a zero-copy message (which posts the
+ * bundle first) is refused, and pending_add must queue the caller's
+ * request rather than call it busy: UCP 1.13 retries a busy request
+ * without progress, for ever. The request then goes, after the bundle,
+ * once room is back. Red when pending_add ignores the open bundle.
+ */
+START_TEST(test_bundle_fill_pending_not_busy)
+{
+    uct_hipower_iface_t *ia;
+    uct_hipower_ep_t *ep;
+    pending_send_t req;
+    ucs_status_t status;
+    unsigned i, spins, sent;
+    int saved;
+
+    if (!self_mode()) {
+        printf("filled slots: self mode only\n");
+        return;
+    }
+    fill_setup("1s");
+    ia = iface_of(&side_a);
+    ep = ep_of(pairs[0].ep_a);
+    fill_burst(0, 20);
+    progress_until_received(20, 1, 1);
+    ck_assert(uct_hipower_ep_fill_open(ep));
+    /* The first goes as a batch, the next wait in a bundle (window 1) */
+    for (i = 20; i < 23; ++i) {
+        ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(16, 0), 0),
+                         UCS_OK);
+    }
+    ck_assert(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
+    ck_assert(uct_hipower_ep_fill_open(ep));
+
+    saved             = ia->tx.cq_credits;
+    ia->tx.cq_credits = 2 + UCT_HIPOWER_CQ_RECALL_RESERVE;
+    alloc_zbufs();
+    status = send_one(&pairs[0], 0, 2, fit_length(64, 2), 2);
+    ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
+    memset(&req, 0, sizeof(req));
+    req.req.func = pending_cb;
+    req.pair     = &pairs[0];
+    req.length   = fit_length(200, 1);
+    status       = uct_ep_pending_add(pairs[0].ep_a, &req.req, 0);
+    ia->tx.cq_credits = saved;
+    ck_assert_msg(status == UCS_OK, "pending_add with an open bundle that "
+                  "cannot go: %s", ucs_status_string(status));
+
+    sent = 24; /* 23 short ones and the pending request's */
+    for (spins = 0; ((received < sent) || !req.done) && (spins < 20000000);
+         ++spins) {
+        progress(1, 1);
+    }
+    ck_assert(req.done);
+    ck_assert_uint_eq(received, sent);
+    ck_assert_int_eq(errors, 0);
+    flush_all();
+    free_zbufs();
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * The hold timer posts a bundle whose post fails: the endpoint fails and
+ * its error handler purges the endpoint's pending requests (an endpoint
+ * operation, wrapped while the window is on), as UCP's does for an
+ * endpoint it discards. The handler runs in the timer's thread, inside
+ * the timer's post: the operation must not wait for that post to end.
+ * Red (the async thread spins for ever, the handler never returns) when
+ * it does.
+ */
+static int post_send_fails(struct ibv_qp *qp, struct ibv_send_wr *wr,
+                           struct ibv_send_wr **bad_wr)
+{
+    *bad_wr = wr;
+    return EINVAL;
+}
+
+START_TEST(test_bundle_timer_post_fails)
+{
+    uct_hipower_ep_t *ep;
+    struct ibv_context *ctx;
+    int (*post_send)(struct ibv_qp*, struct ibv_send_wr*,
+                     struct ibv_send_wr**);
+    double deadline;
+    unsigned i;
+
+    if (pull_mode()) {
+        printf("hold timer: not in pull mode (no window)\n");
+        return;
+    }
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", "1", 1);
+    setenv("UCX_HIPOWER_BUNDLE_HOLD_TIME", "1ms", 1);
+    setup_pairs(1);
+    unsetenv("UCX_HIPOWER_BUNDLE_WINDOW");
+    unsetenv("UCX_HIPOWER_BUNDLE_HOLD_TIME");
+    hold_probability = 0;
+    ep = ep_of(pairs[0].ep_a);
+    for (i = 0; i < 3; ++i) {
+        ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(16, 0), 0),
+                         UCS_OK);
+    }
+    ck_assert(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
+
+    /* The next post fails: the timer's, since nobody progresses */
+    ctx                   = ep->txqp.qp->context;
+    post_send             = ctx->ops.post_send;
+    error_handler_purges  = 1;
+    error_handler_returns = 0;
+    ctx->ops.post_send    = post_send_fails;
+    deadline              = now_sec() + 10;
+    while ((*(volatile unsigned*)&error_handler_returns == 0) &&
+           (now_sec() < deadline)) {
+        usleep(1000);
+    }
+    ctx->ops.post_send   = post_send;
+    error_handler_purges = 0;
+    ck_assert_msg(error_handler_returns == 1, "the error handler, called "
+                  "from the hold timer's post, returned %u times in 10 s",
+                  error_handler_returns);
+    ck_assert(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED);
+    ck_assert_uint_eq(ep_errors_a, 1);
+    teardown_pairs();
+}
+END_TEST
+
+/*
+ * Endpoint operations in two threads at once while the window is on (UCP
+ * creates and destroys endpoints from UCX's async thread while the user's
+ * thread sends): the count of operations running ends at zero. Red when
+ * the wrappers count with a plain read and store (an update lost: the
+ * timer then never posts, or posts beside an operation).
+ */
+static void *fence_loop(void *arg)
+{
+    unsigned i;
+
+    for (i = 0; i < 2000000; ++i) {
+        uct_ep_fence((uct_ep_h)arg, 0);
+    }
+    return NULL;
+}
+
+START_TEST(test_bundle_window_two_threads)
+{
+    pthread_t thread;
+
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", "2", 1);
+    setup_pairs(2);
+    unsetenv("UCX_HIPOWER_BUNDLE_WINDOW");
+    ck_assert_int_eq(pthread_create(&thread, NULL, fence_loop,
+                                    pairs[1].ep_a), 0);
+    fence_loop(pairs[0].ep_a);
+    ck_assert_int_eq(pthread_join(thread, NULL), 0);
+    ck_assert_uint_eq(iface_of(&side_a)->tx.hold_ops, 0);
+    teardown_pairs();
+}
+END_TEST
+
 #define BUNDLE_CASE(_suite, _name) \
     { \
         TCase *_tc = tcase_create(#_name); \
@@ -1430,4 +1594,7 @@ void add_bundle_tests(Suite *suite)
     BUNDLE_CASE(suite, bundle_fill);
     BUNDLE_CASE(suite, bundle_fill_hostile);
     BUNDLE_CASE(suite, bundle_fill_stream);
+    BUNDLE_CASE(suite, bundle_fill_pending_not_busy);
+    BUNDLE_CASE(suite, bundle_timer_post_fails);
+    BUNDLE_CASE(suite, bundle_window_two_threads);
 }

@@ -153,9 +153,22 @@ void progress(int a, int b)
     }
 }
 
+int error_handler_purges;
+unsigned error_handler_returns;
+
+static void error_handler_purge_cb(uct_pending_req_t *req, void *arg)
+{
+}
+
 ucs_status_t ep_error_handler(void *arg, uct_ep_h ep,
                               ucs_status_t status)
 {
+    if (error_handler_purges) {
+        /* What UCP 1.13's handler does for an endpoint it discards
+         * (ucp_discard_lane_ff()): an endpoint operation from within */
+        uct_ep_pending_purge(ep, error_handler_purge_cb, NULL);
+    }
+    ++error_handler_returns;
     if (arg == &side_a) {
         ++ep_errors_a;
         ep_error_status = status;

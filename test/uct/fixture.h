@@ -113,6 +113,10 @@ extern zbuf_t         zbufs[ZCOPY_BUFS];
 extern unsigned       ep_errors_a;    /* Interface A's error handler calls */
 extern ucs_status_t   ep_error_status;
 extern unsigned       ep_errors_b;    /* Interface B's error handler calls */
+/* The error handler purges the endpoint's pending requests first, as
+ * UCP's does; and how many times it returned */
+extern int            error_handler_purges;
+extern unsigned       error_handler_returns;
 extern ucs_status_t   ep_error_status_b;
 
 ucs_status_t fixture_config_modify(void *config, const char *name,

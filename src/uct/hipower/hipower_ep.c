@@ -707,9 +707,16 @@ ucs_status_t uct_hipower_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
     uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
 
     /* Busy only when an active message would go now (the admission of
-     * hipower_ep_am.c): a caller that retries must not be refused again */
+     * hipower_ep_am.c): a caller that retries must not be refused again.
+     * An open bundle goes before anything else of the endpoint, and may
+     * need more room than one message (a filled slot's batch: three work
+     * requests): while it cannot go, the caller's operation cannot either,
+     * and UCP, told busy, would retry it without progress for ever */
     if (ucs_queue_is_empty(&ep->pending_q) &&
         (ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) &&
+        !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) &&
+        (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ||
+         (uct_hipower_ep_bundle_post(ep, 0) == UCS_OK)) &&
         !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) &&
         (hipower_tx_ring_free(&ep->tx.ring) > 0) &&
         uct_hipower_ep_has_room(ep, uct_hipower_ep_msg_wrs(ep) + 1)) {

@@ -590,15 +590,23 @@ uct_hipower_ep_tx_room(uct_hipower_ep_t *ep, int count)
     return UCS_OK;
 }
 
+/* Set while this thread runs the hold timer's post (hipower_ep_hold.c) */
+extern __thread int uct_hipower_hold_posting_here;
+
 /* While the bundle window is on, an endpoint operation starts: marked,
- * then clear of the hold timer (hipower_ep_hold.c says why) */
+ * then clear of the hold timer (hipower_ep_hold.c says why). The count is
+ * an atomic add: UCP's wire-up creates and destroys endpoints from UCX's
+ * async thread while the user's thread sends. An operation called from
+ * within the timer's post (an error handler of an endpoint whose post
+ * failed) does not wait for it: it runs in the timer's own thread, which
+ * would never get back to end the post. */
 static UCS_F_ALWAYS_INLINE void
 uct_hipower_held_enter(uct_hipower_iface_t *iface)
 {
-    __atomic_store_n(&iface->tx.hold_ops, iface->tx.hold_ops + 1,
-                     __ATOMIC_SEQ_CST);
+    (void)__atomic_add_fetch(&iface->tx.hold_ops, 1, __ATOMIC_SEQ_CST);
     while (ucs_unlikely(__atomic_load_n(&iface->tx.hold_posting,
-                                        __ATOMIC_SEQ_CST))) {
+                                        __ATOMIC_SEQ_CST)) &&
+           !uct_hipower_hold_posting_here) {
         sched_yield();
     }
 }
@@ -606,8 +614,7 @@ uct_hipower_held_enter(uct_hipower_iface_t *iface)
 static UCS_F_ALWAYS_INLINE void
 uct_hipower_held_leave(uct_hipower_iface_t *iface)
 {
-    __atomic_store_n(&iface->tx.hold_ops, iface->tx.hold_ops - 1,
-                     __ATOMIC_RELEASE);
+    (void)__atomic_sub_fetch(&iface->tx.hold_ops, 1, __ATOMIC_RELEASE);
 }
 
 /* A wrapper of an endpoint operation for the bundle window: the plain one

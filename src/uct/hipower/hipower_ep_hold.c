@@ -23,12 +23,16 @@
  * rig (the recursive spinlock, pthread_self() and the lock's calls; 394 ->
  * 466 per 8 B message with a window of 2). Instead, while the window is on,
  * the interface's endpoint ops are swapped, when it opens, for wrappers
- * that keep a count of operations running (hold_ops), and the timer raises
- * hold_posting: each stores its own mark, then reads the other's, both
- * sequentially consistent, so of two that start together at least one sees
- * the other -- the timer then leaves it for its next tick, an operation
- * waits the few microseconds of the timer's post. With the window off
- * nothing here runs and the ops are the plain ones.
+ * that keep a count of operations running (hold_ops, an atomic add: UCP's
+ * wire-up runs endpoint operations in UCX's async thread while the user's
+ * thread sends), and the timer raises hold_posting: each stores its own
+ * mark, then reads the other's, both sequentially consistent, so of two
+ * that start together at least one sees the other -- the timer then leaves
+ * it for its next tick, an operation waits the few microseconds of the
+ * timer's post. An operation the timer's post itself leads to (the error
+ * handler of an endpoint whose post failed, which UCP's purges) does not
+ * wait: it runs in the timer's thread (uct_hipower_hold_posting_here).
+ * With the window off nothing here runs and the ops are the plain ones.
  *
  * The timer starts when the window holds a send and stops after a tick
  * that saw no bundle open and no send held, so an idle process has no
@@ -44,6 +48,8 @@
 #include <ucs/debug/log.h>
 #include <sched.h>
 
+
+__thread int uct_hipower_hold_posting_here = 0;
 
 /* One wrapper per endpoint operation: the plain one, marked */
 #define UCT_HIPOWER_HELD_OP(_type, _name, _params, _args) \
@@ -199,7 +205,9 @@ static void uct_hipower_iface_hold_timer(void *arg)
         return;
     }
 
+    uct_hipower_hold_posting_here = 1;
     needed = uct_hipower_iface_hold_post(iface);
+    uct_hipower_hold_posting_here = 0;
     if (!needed) {
         /* A tick with nothing held: stop until the window holds again */
         uct_hipower_timer_stop(&iface->tx.hold_timer);
