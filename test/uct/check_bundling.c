@@ -1047,9 +1047,6 @@ static uint64_t slots_received(uct_hipower_iface_t *ib)
            ib->stats.rx_fill_batches;
 }
 
-/* A bursts @a n messages without progress (a window of 1 holds all but
- * the first while one frame is in flight), then progresses alone until
- * its bundle has gone */
 /* One pair with filled slots (off by default) and a bundle window of 1
  * whose hold timer ticks every @a hold_time */
 static void fill_setup(const char *hold_time)
@@ -1063,7 +1060,10 @@ static void fill_setup(const char *hold_time)
     ck_assert(ep_of(pairs[0].ep_a)->flags & UCT_HIPOWER_EP_FLAG_FILL);
 }
 
-static void fill_burst(unsigned first, unsigned n)
+/* A bursts @a n messages on pair 0 without progress (a window of 1 holds
+ * all but the first while one frame is in flight), then progresses alone
+ * until its bundle has gone */
+void bundle_burst(unsigned first, unsigned n)
 {
     uct_hipower_iface_t *ia = iface_of(&side_a);
     unsigned i, spins;
@@ -1114,14 +1114,14 @@ START_TEST(test_bundle_fill)
     ep_b = ep_of(pairs[0].ep_b);
 
     /* One frame alone, the rest a bundle: a filled slot's first batch */
-    fill_burst(0, N);
+    bundle_burst(0, N);
     ck_assert_uint_eq(ia->stats.tx_fills, 1);
     ck_assert_uint_eq(ia->stats.tx_fill_batches, 0);
     head       = ep_of(pairs[0].ep_a)->tx.ring.head;
     free_slots = hipower_tx_ring_free(&ep_of(pairs[0].ep_a)->tx.ring);
     /* The next burst's bundle: a batch into that slot, no slot taken (and
      * its first message, if it found the window open: a batch of one) */
-    fill_burst(N, N);
+    bundle_burst(N, N);
     ck_assert_uint_eq(ia->stats.tx_fills, 1);
     ck_assert_uint_ge(ia->stats.tx_fill_batches, 1);
     ck_assert_uint_le(ia->stats.tx_fill_batches, 2);
@@ -1420,7 +1420,7 @@ START_TEST(test_bundle_fill_pending_not_busy)
     fill_setup("1s");
     ia = iface_of(&side_a);
     ep = ep_of(pairs[0].ep_a);
-    fill_burst(0, 20);
+    bundle_burst(0, 20);
     progress_until_received(20, 1, 1);
     ck_assert(uct_hipower_ep_fill_open(ep));
     /* The first goes as a batch, the next wait in a bundle (window 1) */

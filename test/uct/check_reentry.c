@@ -76,29 +76,6 @@ static ucs_status_t reentry_handler(void *arg, void *data, size_t length,
     return status;
 }
 
-/* Pair 0 on A sends messages @a first.. + @a n; returns when all are out
- * of A's bundle (A progresses alone: B has not looked at any yet) */
-static void burst(unsigned first, unsigned n)
-{
-    uct_hipower_iface_t *ia = ucs_derived_of(side_a.iface,
-                                             uct_hipower_iface_t);
-    unsigned i, spins;
-
-    for (i = first; i < first + n; ++i) {
-        ck_assert_int_eq(send_one(&pairs[0], 0, 1 + (i % 3),
-                                  fit_length(16 + (i % 40), i % 2), i % 2),
-                         UCS_OK);
-    }
-    for (spins = 0; (ia->tx.bundles_open > 0) && (spins < 20000000);
-         ++spins) {
-        progress(1, 0);
-    }
-    ck_assert_uint_eq(ia->tx.bundles_open, 0);
-    for (spins = 0; spins < 1000; ++spins) {
-        progress(1, 0);
-    }
-}
-
 /*
  * Two pairs; pair 0's messages land in B's slots before B looks, then B
  * walks them and the handler acts on pair 0's message @a action_seq.
@@ -144,7 +121,7 @@ static unsigned reentry_setup(int variant)
          * its next batch; a zero-copy message in a slot of its own makes
          * it final */
         ck_assert(ep_of(pairs[0].ep_a)->flags & UCT_HIPOWER_EP_FLAG_FILL);
-        burst(0, 12);
+        bundle_burst(0, 12);
         /* B walks the first batch and keeps the slot open; the second
          * batch is walked when B resumes the slot */
         for (spins = 0; (pairs[0].expected_seq < 12) && (spins < 20000000);
@@ -153,19 +130,19 @@ static unsigned reentry_setup(int variant)
         }
         ck_assert_uint_eq(pairs[0].expected_seq, 12);
         ck_assert(ep_of(pairs[0].ep_b)->rx.fill_done != 0);
-        burst(12, 12);
+        bundle_burst(12, 12);
         alloc_zbufs();
         ck_assert_int_eq(send_one(&pairs[0], 0, 2, fit_length(64, 2), 2),
                          UCS_OK);
         sent = 25;
         break;
     case REENTRY_BUNDLE:
-        burst(0, 20);
+        bundle_burst(0, 20);
         sent = 20;
         break;
     default:
         sent = ucs_min(slots - 1, 24);
-        burst(0, sent);
+        bundle_burst(0, sent);
         break;
     }
     for (spins = 0; spins < 1000; ++spins) {

@@ -205,6 +205,9 @@ void add_conformance_tests(Suite *suite);
 /* check_reentry.c: handlers that cancel their endpoint or progress again */
 void add_reentry_tests(Suite *suite);
 void add_bundle_tests(Suite *suite);
+/* check_bundling.c: A sends pair 0's messages @a first.. + @a n without
+ * progress, then progresses alone until no bundle is open */
+void bundle_burst(unsigned first, unsigned n);
 void add_port_down_test(Suite *suite);
 void add_many_peers_test(Suite *suite);
 void add_connect_tests(Suite *suite);
