@@ -22,6 +22,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -558,8 +559,11 @@ static void raw_pack(hipower_hs_msg_t *msg, uint64_t src, uint64_t dst,
     memset(msg->ep_addr, 0x77, ep_len);
 }
 
+static unsigned raw_acks; /* ACKs raw_request() skipped */
+
 /* A raw TCP client of B's listener: sends @a len bytes of @a msg, then
- * reads the answer (up to 128 bytes) or EOF; returns the bytes read */
+ * reads the answer (up to 128 bytes, after any ACK) or EOF; returns the
+ * bytes read */
 static ssize_t raw_request(const hipower_hs_iface_addr_t *addr,
                            const void *msg, size_t len, hipower_hs_msg_t *ans)
 {
@@ -588,7 +592,11 @@ static ssize_t raw_request(const hipower_hs_iface_addr_t *addr,
             break;
         } else if (ret > 0) {
             got += ret;
-            if (got == sizeof(*ans)) {
+            if ((got == sizeof(*ans)) && (ans->type == HIPOWER_HS_ACK)) {
+                /* "Answer to follow": the listener has it */
+                ++raw_acks;
+                got = 0;
+            } else if (got == sizeof(*ans)) {
                 break;
             }
         } else {
@@ -746,6 +754,328 @@ START_TEST(test_connect_many_queued)
 }
 END_TEST
 
+
+/*
+ * A peer that computes (makes no UCX call) for 3 x CONNECT_TIMEOUT while
+ * A connects to its interface and sends: B's async thread acknowledges
+ * the request at once, A waits without a deadline, and connects and
+ * delivers when B progresses again. No error anywhere (review H2). While
+ * it waits, A's progress makes no system call per call (review P1).
+ */
+START_TEST(test_connect_busy_peer)
+{
+    hipower_hs_iface_addr_t addr_b;
+    uct_hipower_iface_t *ia, *ib;
+    uint64_t calls = 0, polls, first;
+    double end;
+
+    connect_setup("1s", NULL);
+    ia = hiface(&side_a);
+    ib = hiface(&side_b);
+    iface_address(&side_b, &addr_b);
+    ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &addr_b, &pairs[0].ep_a),
+                     UCS_OK);
+    num_pairs = 1;
+    (void)send_one(&pairs[0], 0, 0, MSG_HDR_SIZE, 0);
+    first = pairs[0].next_seq;
+
+    /* B computes: only its async thread runs */
+    end = now_sec() + 1.0;
+    while ((ib->stats.cm_acked == 0) || (ia->cm.num_active > 0)) {
+        progress(1, 0);
+        ck_assert_msg(now_sec() < end + CONNECT_WAIT_SEC, "B's async thread "
+                      "did not acknowledge the request");
+    }
+    polls = ia->stats.cm_polls;
+    end   = now_sec() + 3.5;
+    while (now_sec() < end) {
+        progress(1, 0);
+        ++calls;
+    }
+    ck_assert_msg(ep_errors_a == 0, "A's endpoint failed (%s) while B "
+                  "computed", ucs_status_string(ep_error_status));
+    ck_assert_uint_eq(ia->stats.cm_failed, 0);
+    ck_assert_uint_eq(ib->num_eps, 0);
+    ck_assert_uint_eq(ib->cm.num_held, 1);
+    ck_assert_msg(ia->stats.cm_polls - polls <= calls / 32 + 2,
+                  "%lu polls in %lu progress calls while waiting",
+                  (unsigned long)(ia->stats.cm_polls - polls),
+                  (unsigned long)calls);
+
+    /* B resumes: connected, and every message (the first one too) */
+    send_retrying(0, 20);
+    wait_received(first + 20);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+    ck_assert_uint_eq(ib->stats.cm_accepted, 1);
+    ck_assert_uint_eq(ib->cm.num_held, 0);
+    destroy_pairs(0, 1);
+    connect_teardown();
+}
+END_TEST
+
+/* A listener of our own on B's address: accepts, reads the REQ whole */
+static int raw_listener(const hipower_hs_iface_addr_t *addr_b,
+                        hipower_hs_iface_addr_t *fake)
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    int lfd;
+
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(lfd, 0);
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    memcpy(&sin.sin_addr, addr_b->ip, 4);
+    ck_assert_int_eq(bind(lfd, (struct sockaddr*)&sin, sizeof(sin)), 0);
+    ck_assert_int_eq(listen(lfd, 4), 0);
+    ck_assert_int_eq(getsockname(lfd, (struct sockaddr*)&sin, &len), 0);
+    *fake      = *addr_b;
+    fake->port = sin.sin_port;
+    return lfd;
+}
+
+static int raw_accept_req(int lfd, hipower_hs_msg_t *req)
+{
+    double deadline = now_sec() + CONNECT_WAIT_SEC;
+    size_t got      = 0;
+    ssize_t ret;
+    int fd;
+
+    fcntl(lfd, F_SETFL, O_NONBLOCK);
+    while ((fd = accept(lfd, NULL, NULL)) < 0) {
+        ck_assert_int_eq(errno, EAGAIN);
+        progress(1, 0);
+        ck_assert(now_sec() < deadline);
+    }
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    while (got < sizeof(*req)) {
+        ret = recv(fd, (char*)req + got, sizeof(*req) - got, 0);
+        if (ret > 0) {
+            got += ret;
+        } else {
+            ck_assert_int_ne(ret, 0);
+            progress(1, 0);
+        }
+        ck_assert(now_sec() < deadline);
+    }
+    return fd;
+}
+
+/*
+ * The peer acknowledged and then: stays silent for 3 x CONNECT_TIMEOUT (a
+ * live host whose process computes: A keeps waiting, no error), then its
+ * process dies (the socket closes): A fails at once. A peer that never
+ * acknowledges still fails at CONNECT_TIMEOUT (unreachable_and_silent).
+ */
+START_TEST(test_connect_acked_then_gone)
+{
+    hipower_hs_iface_addr_t addr_a, addr_b, fake;
+    hipower_hs_msg_t req, ack;
+    double end;
+    int lfd, fd;
+
+    connect_setup("1s", NULL);
+    iface_address(&side_a, &addr_a);
+    iface_address(&side_b, &addr_b);
+    lfd = raw_listener(&addr_b, &fake);
+    ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &fake, &pairs[0].ep_a),
+                     UCS_OK);
+    num_pairs = 1;
+    (void)send_one(&pairs[0], 0, 0, MSG_HDR_SIZE, 0);
+    fd = raw_accept_req(lfd, &req);
+    ck_assert_uint_eq(req.type, HIPOWER_HS_REQ);
+    ck_assert_uint_eq(req.src_uuid, addr_a.uuid);
+
+    memset(&ack, 0, sizeof(ack));
+    ack.magic    = HIPOWER_HS_MAGIC;
+    ack.version  = HIPOWER_HS_VERSION;
+    ack.type     = HIPOWER_HS_ACK;
+    ack.length   = HIPOWER_HS_MSG_SIZE;
+    ack.src_uuid = fake.uuid;
+    ack.dst_uuid = addr_a.uuid;
+    ack.conn_sn  = req.conn_sn;
+    ck_assert_int_eq(send(fd, &ack, sizeof(ack), MSG_NOSIGNAL), sizeof(ack));
+
+    end = now_sec() + 3.5;
+    while (now_sec() < end) {
+        progress(1, 0);
+    }
+    ck_assert_msg(ep_errors_a == 0, "failed (%s) while the peer computed",
+                  ucs_status_string(ep_error_status));
+
+    close(fd);
+    wait_error_a(0, 10);
+    ck_assert_int_eq(ep_error_status, UCS_ERR_CONNECTION_RESET);
+    uct_ep_destroy(pairs[0].ep_a);
+    pairs[0].ep_a = NULL;
+    close(lfd);
+    connect_teardown();
+}
+END_TEST
+
+/* A TCP connection to @a addr that sends nothing */
+static int idle_connection(const hipower_hs_iface_addr_t *addr)
+{
+    struct sockaddr_in sin;
+    int fd, ret;
+
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ck_assert_int_ge(fd, 0);
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_port   = addr->port;
+    memcpy(&sin.sin_addr, addr->ip, 4);
+    ret = connect(fd, (struct sockaddr*)&sin, sizeof(sin));
+    ck_assert(((ret == 0) || (errno == EINPROGRESS)));
+    return fd;
+}
+
+/*
+ * Slowloris: 20 idle connections to B, whose listener reads 2 at a time,
+ * then A connects. A real peer is served at once (the oldest idle one
+ * makes room), idle ones are closed within about 1 s whatever
+ * CONNECT_TIMEOUT is (review M3).
+ */
+START_TEST(test_connect_idle_flood)
+{
+    hipower_hs_iface_addr_t addr_b;
+    uct_hipower_iface_t *ib;
+    int fds[20], i;
+    double end;
+
+    connect_setup("8s", "2");
+    ib = hiface(&side_b);
+    iface_address(&side_b, &addr_b);
+    for (i = 0; i < 20; ++i) {
+        fds[i] = idle_connection(&addr_b);
+    }
+    /* Accepted (the async thread's or progress' accept) */
+    end = now_sec() + 0.3;
+    while (now_sec() < end) {
+        progress(0, 1);
+    }
+    ck_assert_uint_le(ib->cm.num_passive, 2);
+
+    ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &addr_b, &pairs[0].ep_a),
+                     UCS_OK);
+    num_pairs = 1;
+    send_retrying(0, 10);
+    wait_received(10);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+
+    /* The idle ones left: none is held after about 1 s */
+    end = now_sec() + 1.8;
+    while (now_sec() < end) {
+        progress(1, 1);
+    }
+    ck_assert_uint_eq(ib->cm.num_passive, 0);
+    ck_assert_uint_ge(ib->stats.cm_evicted, 20);
+    for (i = 0; i < 20; ++i) {
+        close(fds[i]);
+    }
+    destroy_pairs(0, 1);
+    connect_teardown();
+}
+END_TEST
+
+/*
+ * Well-formed requests from a stranger: 32 with a valid layout (a real
+ * endpoint's addresses) and distinct conn_sn. Internal endpoints stay
+ * within the cap (3/4 of the endpoints the interface can hold), B's user
+ * can still make its own, and a real peer still connects. A request that
+ * claims B's own id from a connection B did not open is refused (M4).
+ */
+START_TEST(test_connect_stranger_requests)
+{
+    hipower_hs_iface_addr_t addr_b;
+    uct_hipower_device_addr_t dev;
+    uct_hipower_ep_addr_t ep_addr;
+    hipower_hs_msg_t msg, ans;
+    uct_hipower_iface_t *ib;
+    uct_ep_params_t params;
+    uct_ep_h target, mine;
+    unsigned i, rejected = 0;
+    ssize_t got;
+
+    /* 16 endpoints at most, with the shared pool (self mode) or without */
+    setenv("UCX_HIPOWER_MAX_EPS", "16", 1);
+    setenv("UCX_HIPOWER_SHARED_MAX_EPS", "16", 1);
+    setenv("UCX_HIPOWER_MEM_BUDGET", "1m", 1);
+    connect_setup("2s", NULL);
+    unsetenv("UCX_HIPOWER_MAX_EPS");
+    unsetenv("UCX_HIPOWER_SHARED_MAX_EPS");
+    unsetenv("UCX_HIPOWER_MEM_BUDGET");
+    ib = hiface(&side_b);
+    ck_assert_uint_le(ib->config.eps_possible, 16);
+    iface_address(&side_b, &addr_b);
+
+    /* The stranger's addresses: a real endpoint of A's */
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+    params.iface      = side_a.iface;
+    ck_assert_int_eq(uct_ep_create(&params, &target), UCS_OK);
+    memset(&dev, 0, sizeof(dev));
+    ck_assert_int_eq(uct_iface_get_device_address(side_a.iface,
+                                                  (uct_device_addr_t*)&dev),
+                     UCS_OK);
+    ck_assert_int_eq(uct_ep_get_address(target, (uct_ep_addr_t*)&ep_addr),
+                     UCS_OK);
+
+    raw_acks = 0;
+    for (i = 0; i < 32; ++i) {
+        raw_pack(&msg, 0x5eed0000beefull, addr_b.uuid, sizeof(dev),
+                 sizeof(ep_addr));
+        msg.conn_sn = i;
+        memcpy(msg.dev_addr, &dev, sizeof(dev));
+        memcpy(msg.ep_addr, &ep_addr, sizeof(ep_addr));
+        got = raw_request(&addr_b, &msg, sizeof(msg), &ans);
+        ck_assert_int_eq(got, sizeof(ans));
+        ck_assert_uint_eq(ans.conn_sn, i);
+        if (ans.type == HIPOWER_HS_REJ) {
+            ck_assert_uint_eq(ans.reason, HIPOWER_HS_REASON_NO_RESOURCE);
+            ++rejected;
+        } else {
+            ck_assert_uint_eq(ans.type, HIPOWER_HS_REP);
+        }
+    }
+    ck_assert_uint_eq(raw_acks, 32);
+    ck_assert_uint_le(ib->cm.num_internal,
+                      ib->config.eps_possible - ib->config.eps_possible / 4);
+    /* Room made by closing the silent ones: nobody refused */
+    ck_assert_uint_eq(rejected, 0);
+    ck_assert_uint_ge(ib->stats.cm_silent_evicted,
+                      32 - ib->cm.num_internal);
+
+    /* B's user still gets endpoints */
+    params.iface = side_b.iface;
+    ck_assert_int_eq(uct_ep_create(&params, &mine), UCS_OK);
+    uct_ep_destroy(mine);
+
+    /* Our own id from a stranger's connection: refused, nothing made */
+    raw_pack(&msg, addr_b.uuid, addr_b.uuid, sizeof(dev), sizeof(ep_addr));
+    msg.conn_sn = 1000;
+    memcpy(msg.dev_addr, &dev, sizeof(dev));
+    memcpy(msg.ep_addr, &ep_addr, sizeof(ep_addr));
+    i   = ib->cm.num_internal;
+    got = raw_request(&addr_b, &msg, sizeof(msg), &ans);
+    ck_assert_int_eq(got, sizeof(ans));
+    ck_assert_uint_eq(ans.type, HIPOWER_HS_REJ);
+    ck_assert_uint_eq(ans.reason, HIPOWER_HS_REASON_BAD_REQUEST);
+    ck_assert_uint_eq(ib->cm.num_internal, i);
+
+    /* And a real peer connects */
+    ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &addr_b, &pairs[0].ep_a),
+                     UCS_OK);
+    num_pairs = 1;
+    send_retrying(0, 10);
+    wait_received(10);
+    ck_assert_uint_eq(ep_errors_a, 0);
+    destroy_pairs(0, 1);
+    uct_ep_destroy(target);
+    connect_teardown();
+}
+END_TEST
+
 void add_connect_tests(Suite *suite)
 {
     TCase *tcase = tcase_create("connect");
@@ -760,5 +1090,9 @@ void add_connect_tests(Suite *suite)
     tcase_add_test(tcase, test_connect_many_queued);
     tcase_add_test(tcase, test_connect_flush_pending);
     tcase_add_test(tcase, test_connect_vanished_peer);
+    tcase_add_test(tcase, test_connect_busy_peer);
+    tcase_add_test(tcase, test_connect_acked_then_gone);
+    tcase_add_test(tcase, test_connect_idle_flood);
+    tcase_add_test(tcase, test_connect_stranger_requests);
     suite_add_tcase(suite, tcase);
 }

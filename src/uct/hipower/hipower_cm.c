@@ -53,6 +53,21 @@
 /* A refused request is logged at most once per this long (per interface) */
 #define UCT_HIPOWER_CM_WARN_INTERVAL_SEC  1.0
 
+/* A peer's whole REQ is due this soon after its connection is accepted
+ * (or CONNECT_TIMEOUT, if shorter): a real peer sends its 128 bytes with
+ * the connect, so an idle connection is a stranger's or a dead host's and
+ * holds a passive slot no longer (review M3) */
+#define UCT_HIPOWER_CM_FIRST_MSG_SEC      1.0
+
+/* The deadline timer's tick while a passive connection is read: the
+ * first-message deadline holds to a quarter of it */
+#define UCT_HIPOWER_CM_FAST_TICK_SEC      (UCT_HIPOWER_CM_FIRST_MSG_SEC / 4)
+
+/* A passive connection this old without its REQ may be closed to accept
+ * another: a real peer's REQ follows its connect within a round trip and
+ * a scheduler slice, so a younger one is most likely a peer on its way */
+#define UCT_HIPOWER_CM_IDLE_SEC           (UCT_HIPOWER_CM_FIRST_MSG_SEC / 4)
+
 typedef enum {
     UCT_HIPOWER_CONN_CONNECTING,   /* Active: TCP connect under way */
     UCT_HIPOWER_CONN_SENDING,      /* Active: REQ going out */
@@ -61,6 +76,17 @@ typedef enum {
     UCT_HIPOWER_CONN_DONE,         /* A message read: for progress */
     UCT_HIPOWER_CONN_ERROR         /* Failed (errno in err): for progress */
 } uct_hipower_conn_state_t;
+
+/* What a connection counts in, and whether a deadline holds it */
+typedef enum {
+    UCT_HIPOWER_CONN_PHASE_NONE,   /* Active, acked: waits as long as the
+                                      peer's host is alive (keepalive) */
+    UCT_HIPOWER_CONN_PHASE_SHORT,  /* Connecting, sending, reading the first
+                                      answer: num_active / num_passive, and
+                                      the deadline */
+    UCT_HIPOWER_CONN_PHASE_HELD    /* Passive, a whole REQ acked: num_held,
+                                      until progress answers it */
+} uct_hipower_conn_phase_t;
 
 struct uct_hipower_cm_conn {
     ucs_list_link_t              list;       /* In cm.conns */
@@ -71,16 +97,28 @@ struct uct_hipower_cm_conn {
     int                          active;
     int                          state;      /* uct_hipower_conn_state_t */
     int                          queued;     /* In cm.ready */
+    int                          phase;      /* uct_hipower_conn_phase_t */
     int                          err;        /* errno of a failure */
     size_t                       offset;     /* Of the message in flight */
     ucs_time_t                   deadline;
+    ucs_time_t                   start;
     hipower_hs_msg_t             out;
     hipower_hs_msg_t             in;
     char                         peer_str[64];
+    struct sockaddr_storage      peer_ss;    /* Passive: who connected */
 };
 
 
 static void uct_hipower_cm_timer_start(uct_hipower_iface_t *iface);
+static void uct_hipower_cm_conn_free(uct_hipower_cm_conn_t *conn);
+static void uct_hipower_cm_conn_close_fd(uct_hipower_cm_conn_t *conn);
+static void uct_hipower_cm_reject(uct_hipower_cm_conn_t *conn,
+                                  uint64_t dst_uuid, uint64_t conn_sn,
+                                  hipower_hs_reason_t reason);
+static void uct_hipower_cm_refuse(uct_hipower_cm_conn_t *conn,
+                                  const char *why, hipower_hs_reason_t reason);
+static void uct_hipower_cm_ep_next(uct_hipower_iface_t *iface);
+static int uct_hipower_cm_evict_idle(uct_hipower_iface_t *iface);
 static void uct_hipower_cm_listen_io(int fd, ucs_event_set_types_t events,
                                      void *arg);
 
@@ -184,6 +222,165 @@ static void uct_hipower_cm_conn_queue(uct_hipower_cm_conn_t *conn, int state,
     }
 }
 
+/* Moves a connection between the counts that bound each phase */
+static void uct_hipower_cm_conn_phase(uct_hipower_cm_conn_t *conn, int phase)
+{
+    uct_hipower_cm_t *cm = &conn->iface->cm;
+
+    if (conn->phase == UCT_HIPOWER_CONN_PHASE_SHORT) {
+        if (conn->active) {
+            --cm->num_active;
+        } else {
+            --cm->num_passive;
+        }
+    } else if (conn->phase == UCT_HIPOWER_CONN_PHASE_HELD) {
+        --cm->num_held;
+    }
+    conn->phase = phase;
+    if (cm->listen_paused && (cm->num_passive < cm->max_conns) &&
+        (cm->listen_fd >= 0)) {
+        cm->listen_paused = 0;
+        uct_hipower_cm_watch(conn->iface, cm->listen_fd, NULL,
+                             UCS_EVENT_SET_EVREAD, EPOLL_CTL_MOD);
+    }
+    if (phase == UCT_HIPOWER_CONN_PHASE_SHORT) {
+        if (conn->active) {
+            ++cm->num_active;
+        } else {
+            ++cm->num_passive;
+        }
+    } else if (phase == UCT_HIPOWER_CONN_PHASE_HELD) {
+        ++cm->num_held;
+    }
+}
+
+/* A connection that gets no answer, from the async handlers and the timer:
+ * freed now, or by progress if uct_hipower_cm_poll() may still hold an
+ * event of it (its socket is closed at once either way) */
+static void uct_hipower_cm_conn_drop(uct_hipower_cm_conn_t *conn, int err)
+{
+    if (!conn->iface->cm.in_poll) {
+        uct_hipower_cm_conn_free(conn);
+        return;
+    }
+    uct_hipower_cm_conn_close_fd(conn);
+    uct_hipower_cm_conn_phase(conn, UCT_HIPOWER_CONN_PHASE_NONE);
+    uct_hipower_cm_conn_queue(conn, UCT_HIPOWER_CONN_ERROR, err);
+}
+
+/*
+ * An acked handshake waits for the peer's process, which may compute for
+ * minutes, and that is no reason to fail it; a host that is gone is. The
+ * peer's kernel answers keepalive probes whatever its process does, so
+ * the connection fails (ETIMEDOUT) only when the host stops answering:
+ * within about CONNECT_TIMEOUT (half of it idle, then 3 probes a sixth of
+ * it apart). A peer process that dies closes the socket at once.
+ */
+static void uct_hipower_cm_keepalive(uct_hipower_cm_conn_t *conn)
+{
+    int secs = (int)ucs_max(ucs_time_to_sec(conn->iface->cm.timeout), 1.0);
+    int one  = 1;
+    int idle = ucs_max(secs / 2, 1);
+    int intvl = ucs_max(secs / 6, 1);
+    int cnt  = 3;
+
+    if ((setsockopt(conn->fd, SOL_SOCKET, SO_KEEPALIVE, &one,
+                    sizeof(one)) < 0) ||
+        (setsockopt(conn->fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle,
+                    sizeof(idle)) < 0) ||
+        (setsockopt(conn->fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl,
+                    sizeof(intvl)) < 0) ||
+        (setsockopt(conn->fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt,
+                    sizeof(cnt)) < 0)) {
+        ucs_diag("hipower %s: no TCP keepalive on the handshake with %s: "
+                 "%m; a host that vanishes is noticed by its QP only",
+                 conn->iface->dev_name, conn->peer_str);
+    }
+}
+
+/*
+ * Passive: a whole message read, in the async thread. A valid REQ is
+ * acknowledged now, whatever this process is doing, and held for progress
+ * to connect and answer; the peer then waits for as long as we live.
+ * Anything else is refused now: nothing of it waits for progress.
+ */
+static void uct_hipower_cm_conn_got_req(uct_hipower_cm_conn_t *conn)
+{
+    uct_hipower_iface_t *iface = conn->iface;
+    hipower_hs_msg_t ack;
+    const char *why;
+    ssize_t ret;
+
+    why = hipower_hs_msg_check(&conn->in, conn->offset,
+                               UCS_BIT(HIPOWER_HS_REQ), iface->cm.addr.uuid,
+                               sizeof(uct_hipower_device_addr_t),
+                               sizeof(uct_hipower_ep_addr_t));
+    if (why != NULL) {
+        /* Not hipower at all: closed without a word. Else told why. */
+        uct_hipower_cm_refuse(conn, why,
+                              (conn->in.magic != HIPOWER_HS_MAGIC) ?
+                              HIPOWER_HS_REASON_NONE :
+                              (conn->in.dst_uuid != iface->cm.addr.uuid) ?
+                              HIPOWER_HS_REASON_WRONG_IFACE :
+                              HIPOWER_HS_REASON_BAD_REQUEST);
+        uct_hipower_cm_conn_drop(conn, EPROTO);
+        return;
+    } else if (iface->cm.num_held >= iface->cm.max_held) {
+        /* As many peers wait for this process as it can have endpoints:
+         * one more could not be served anyway */
+        uct_hipower_cm_refuse(conn, "as many requests wait for this process "
+                              "as it can have endpoints",
+                              HIPOWER_HS_REASON_NO_RESOURCE);
+        uct_hipower_cm_conn_drop(conn, ENOSPC);
+        return;
+    }
+
+    hipower_hs_msg_pack(&ack, HIPOWER_HS_ACK, HIPOWER_HS_REASON_NONE,
+                        iface->cm.addr.uuid, conn->in.src_uuid,
+                        conn->in.conn_sn, NULL, 0, NULL, 0);
+    /* Into a socket that has sent nothing yet: the buffer takes it */
+    ret = send(conn->fd, &ack, sizeof(ack), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (ret != sizeof(ack)) {
+        ucs_debug("hipower %s: acknowledgement to %s not sent: %m",
+                  iface->dev_name, conn->peer_str);
+    }
+    iface->stats.cm_acked++;
+    uct_hipower_cm_conn_phase(conn, UCT_HIPOWER_CONN_PHASE_HELD);
+    uct_hipower_cm_conn_queue(conn, UCT_HIPOWER_CONN_DONE, 0);
+}
+
+/*
+ * Active: a whole message read, in the async thread. The peer's ACK takes
+ * the handshake out of its deadline and out of num_active (the next queued
+ * endpoint starts: one peer that computes delays nobody else's connection)
+ * and the REP is read next; anything else is the answer, for progress.
+ * Returns 1 if the connection reads on.
+ */
+static int uct_hipower_cm_conn_got_ack(uct_hipower_cm_conn_t *conn)
+{
+    uct_hipower_iface_t *iface = conn->iface;
+
+    if ((conn->phase != UCT_HIPOWER_CONN_PHASE_SHORT) ||
+        (hipower_hs_msg_check(&conn->in, conn->offset,
+                              UCS_BIT(HIPOWER_HS_ACK), iface->cm.addr.uuid,
+                              0, 0) != NULL) ||
+        (conn->in.src_uuid != conn->ep->cm.peer_uuid) ||
+        (conn->in.conn_sn != conn->ep->cm.conn_sn)) {
+        return 0;
+    }
+
+    ucs_debug(UCT_HIPOWER_EP_FMT ": %s has our request; waiting for its "
+              "answer as long as it lives", UCT_HIPOWER_EP_ARG(conn->ep),
+              conn->peer_str);
+    uct_hipower_cm_keepalive(conn);
+    uct_hipower_cm_conn_phase(conn, UCT_HIPOWER_CONN_PHASE_NONE);
+    conn->offset = 0;
+    if (iface->cm.enabled && !ucs_list_is_empty(&iface->cm.waiting)) {
+        uct_hipower_cm_ep_next(iface);
+    }
+    return 1;
+}
+
 /* Reads and writes what the socket takes now; from UCX's async context */
 static void uct_hipower_cm_conn_io(int fd, ucs_event_set_types_t events,
                                    void *arg)
@@ -252,7 +449,12 @@ static void uct_hipower_cm_conn_io(int fd, ucs_event_set_types_t events,
         }
 
         conn->offset += ret;
-        if (conn->offset == sizeof(conn->in)) {
+        if (conn->offset < sizeof(conn->in)) {
+            continue;
+        } else if (!conn->active) {
+            uct_hipower_cm_conn_got_req(conn);
+            return;
+        } else if (!uct_hipower_cm_conn_got_ack(conn)) {
             uct_hipower_cm_conn_queue(conn, UCT_HIPOWER_CONN_DONE, 0);
             return;
         }
@@ -272,13 +474,14 @@ uct_hipower_cm_conn_new(uct_hipower_iface_t *iface, int fd, int active)
     conn->iface    = iface;
     conn->fd       = fd;
     conn->active   = active;
-    conn->deadline = ucs_get_time() + iface->cm.timeout;
+    conn->start    = ucs_get_time();
+    conn->deadline = conn->start +
+                     (active ? iface->cm.timeout :
+                      ucs_min(iface->cm.timeout,
+                              ucs_time_from_sec(UCT_HIPOWER_CM_FIRST_MSG_SEC)));
+    conn->phase    = UCT_HIPOWER_CONN_PHASE_NONE;
     ucs_list_add_tail(&iface->cm.conns, &conn->list);
-    if (active) {
-        ++iface->cm.num_active;
-    } else {
-        ++iface->cm.num_passive;
-    }
+    uct_hipower_cm_conn_phase(conn, UCT_HIPOWER_CONN_PHASE_SHORT);
     uct_hipower_cm_timer_start(iface);
     return conn;
 }
@@ -297,8 +500,6 @@ static void uct_hipower_cm_conn_close_fd(uct_hipower_cm_conn_t *conn)
     }
 }
 
-static void uct_hipower_cm_ep_next(uct_hipower_iface_t *iface);
-
 /* Under the async lock */
 static void uct_hipower_cm_conn_free(uct_hipower_cm_conn_t *conn)
 {
@@ -313,16 +514,7 @@ static void uct_hipower_cm_conn_free(uct_hipower_cm_conn_t *conn)
     if (conn->ep != NULL) {
         conn->ep->cm.conn = NULL;
     }
-    if (conn->active) {
-        --iface->cm.num_active;
-    } else {
-        --iface->cm.num_passive;
-        if (iface->cm.listen_paused && (iface->cm.listen_fd >= 0)) {
-            iface->cm.listen_paused = 0;
-            uct_hipower_cm_watch(iface, iface->cm.listen_fd, NULL,
-                                 UCS_EVENT_SET_EVREAD, EPOLL_CTL_MOD);
-        }
-    }
+    uct_hipower_cm_conn_phase(conn, UCT_HIPOWER_CONN_PHASE_NONE);
     ucs_free(conn);
     if (iface->cm.enabled && !ucs_list_is_empty(&iface->cm.waiting)) {
         uct_hipower_cm_ep_next(iface);
@@ -335,10 +527,23 @@ static void uct_hipower_cm_conn_free(uct_hipower_cm_conn_t *conn)
  * destroyed mid-handshake) goes when its QP fails, not at interface close
  * (a peer that sends on it never needs a user's endpoint here). Stops
  * when neither is left, so an idle process has no timer waking it */
+/* The deadline timer's tick: a tenth of CONNECT_TIMEOUT within [10 ms,
+ * 1 s], and a quarter of the first-message deadline while a passive
+ * connection is read */
+static ucs_time_t uct_hipower_cm_tick(uct_hipower_iface_t *iface, int fast)
+{
+    ucs_time_t tick = ucs_max(ucs_time_from_msec(10),
+                              ucs_min(iface->cm.timeout / 10,
+                                      ucs_time_from_sec(1)));
+
+    return fast ? ucs_min(tick, ucs_time_from_sec(UCT_HIPOWER_CM_FAST_TICK_SEC)) :
+                  tick;
+}
+
 static void uct_hipower_cm_timer(void *arg)
 {
     uct_hipower_iface_t *iface = arg;
-    uct_hipower_cm_conn_t *conn;
+    uct_hipower_cm_conn_t *conn, *tmp;
     ucs_time_t now;
 
     if (ucs_list_is_empty(&iface->cm.conns) && (iface->cm.num_internal == 0)) {
@@ -348,10 +553,31 @@ static void uct_hipower_cm_timer(void *arg)
     }
 
     now = ucs_get_time();
-    ucs_list_for_each(conn, &iface->cm.conns, list) {
-        if (!conn->queued && (now > conn->deadline)) {
+    ucs_list_for_each_safe(conn, tmp, &iface->cm.conns, list) {
+        if (conn->queued || (conn->phase != UCT_HIPOWER_CONN_PHASE_SHORT) ||
+            (now <= conn->deadline)) {
+            /* An acked handshake waits for a live peer: no deadline */
+            continue;
+        } else if (conn->active) {
             uct_hipower_cm_conn_queue(conn, UCT_HIPOWER_CONN_ERROR, ETIMEDOUT);
+        } else {
+            /* Sent no whole REQ in time: nobody to answer, nothing for
+             * progress (which may not come for long) */
+            ucs_debug("hipower %s: no request from %s within %.1fs",
+                      iface->dev_name, conn->peer_str,
+                      UCT_HIPOWER_CM_FIRST_MSG_SEC);
+            iface->stats.cm_evicted++;
+            uct_hipower_cm_conn_drop(conn, ETIMEDOUT);
         }
+    }
+    while (iface->cm.listen_paused && uct_hipower_cm_evict_idle(iface)) {
+        /* Room for the next in the backlog, if it is a real peer */
+    }
+    if ((iface->cm.num_passive == 0) &&
+        (iface->cm.timer.interval < uct_hipower_cm_tick(iface, 0))) {
+        /* No connection to read: back to the slow tick */
+        uct_hipower_timer_stop(&iface->cm.timer);
+        uct_hipower_cm_timer_start(iface);
     }
 
     if (iface->cm.num_internal == 0) {
@@ -367,16 +593,22 @@ static void uct_hipower_cm_timer(void *arg)
 
 static void uct_hipower_cm_timer_start(uct_hipower_iface_t *iface)
 {
+    ucs_time_t tick = uct_hipower_cm_tick(iface, iface->cm.num_passive > 0);
     ucs_status_t status;
 
-    if (uct_hipower_timer_state(&iface->cm.timer) != UCT_HIPOWER_TIMER_IDLE) {
+    if (uct_hipower_timer_state(&iface->cm.timer) ==
+        UCT_HIPOWER_TIMER_RUNNING) {
+        if (iface->cm.timer.interval <= tick) {
+            return;
+        }
+        /* A passive connection to read: the fast tick */
+        uct_hipower_timer_stop(&iface->cm.timer);
+    } else if (uct_hipower_timer_state(&iface->cm.timer) !=
+               UCT_HIPOWER_TIMER_IDLE) {
         return;
     }
 
-    /* A tenth of the deadline is enough precision, within [10 ms, 1 s] */
-    iface->cm.timer.interval = ucs_max(ucs_time_from_msec(10),
-                                       ucs_min(iface->cm.timeout / 10,
-                                               ucs_time_from_sec(1)));
+    iface->cm.timer.interval = tick;
     status = uct_hipower_timer_start(&iface->cm.timer);
     if (status != UCS_OK) {
         ucs_warn("hipower %s: no timer for UCX_HIPOWER_CONNECT_TIMEOUT: %s; "
@@ -684,6 +916,33 @@ static hipower_hs_local_t uct_hipower_cm_local(const uct_hipower_ep_t *ep)
     }
 }
 
+/*
+ * At the cap of internal endpoints: the oldest one whose peer never wrote
+ * to it goes. A real peer connects because it has something to send and
+ * writes right after its REP; one that never wrote is a request nobody
+ * meant to use (a stranger's, or a peer that left). Without this, anyone
+ * who knows our address could keep every later peer out. 1 if one went.
+ */
+static int uct_hipower_cm_evict_silent(uct_hipower_iface_t *iface)
+{
+    uct_hipower_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->ep_list, list) {
+        if (ep->cm.internal && !ep->cm.destroying &&
+            (ep->cm.listed == UCT_HIPOWER_CM_LISTED_NONE) &&
+            !(ep->flags & UCT_HIPOWER_EP_FLAG_IN_RX) &&
+            (uct_hipower_ep_rx_delivered(ep) == 0)) {
+            ucs_debug(UCT_HIPOWER_EP_FMT ": internal endpoint whose peer "
+                      "never wrote closed for a new request",
+                      UCT_HIPOWER_EP_ARG(ep));
+            iface->stats.cm_silent_evicted++;
+            UCS_CLASS_DELETE_FUNC_NAME(uct_hipower_ep_t)(&ep->super.super);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* An endpoint for a peer's REQ that no endpoint of the user's matches */
 static ucs_status_t uct_hipower_cm_ep_internal(uct_hipower_iface_t *iface,
                                                const hipower_hs_msg_t *req,
@@ -693,6 +952,13 @@ static ucs_status_t uct_hipower_cm_ep_internal(uct_hipower_iface_t *iface,
     uct_hipower_ep_t *ep;
     ucs_status_t status;
     uct_ep_h tl_ep;
+
+    if ((iface->cm.num_internal >= iface->cm.max_internal) &&
+        !uct_hipower_cm_evict_silent(iface)) {
+        /* A quarter of the endpoints stays for the user's own: requests
+         * (anyone's who knows our address) cannot take them all (M4) */
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
 
     params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
     params.iface      = &iface->super.super;
@@ -718,6 +984,46 @@ static ucs_status_t uct_hipower_cm_ep_internal(uct_hipower_iface_t *iface,
     return UCS_OK;
 }
 
+/* A held request's sender closed its end while we computed (its endpoint
+ * destroyed, its process gone): nobody to connect to */
+static int uct_hipower_cm_peer_left(uct_hipower_cm_conn_t *conn)
+{
+    char byte;
+
+    return recv(conn->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+/*
+ * A REQ that carries our own id is one of our endpoints connecting to
+ * ourselves only if its connection is one of ours: an active handshake's
+ * socket whose local address is the peer address this one was accepted
+ * from. Anyone who knows our address knows our id; only this process
+ * holds that socket.
+ */
+static int uct_hipower_cm_from_self(uct_hipower_cm_conn_t *conn)
+{
+    uct_hipower_cm_conn_t *mine;
+    struct sockaddr_storage ss;
+    ucs_status_t status;
+    socklen_t len;
+
+    ucs_list_for_each(mine, &conn->iface->cm.conns, list) {
+        len = sizeof(ss);
+        if (!mine->active || (mine->fd < 0) ||
+            (mine->ep->cm.peer_uuid != conn->in.src_uuid) ||
+            (mine->ep->cm.conn_sn != conn->in.conn_sn) ||
+            (getsockname(mine->fd, (struct sockaddr*)&ss, &len) < 0)) {
+            continue;
+        }
+        if ((ucs_sockaddr_cmp((struct sockaddr*)&ss,
+                              (struct sockaddr*)&conn->peer_ss,
+                              &status) == 0) && (status == UCS_OK)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void uct_hipower_cm_passive(uct_hipower_cm_conn_t *conn)
 {
     uct_hipower_iface_t *iface = conn->iface;
@@ -727,7 +1033,6 @@ static void uct_hipower_cm_passive(uct_hipower_cm_conn_t *conn)
     ucs_conn_match_elem_t *elem;
     hipower_hs_action_t action;
     ucs_status_t status;
-    const char *why;
 
     if (conn->state == UCT_HIPOWER_CONN_ERROR) {
         /* A peer that went away (its endpoint destroyed while connecting),
@@ -738,17 +1043,18 @@ static void uct_hipower_cm_passive(uct_hipower_cm_conn_t *conn)
         goto out;
     }
 
-    why = hipower_hs_msg_check(req, conn->offset, UCS_BIT(HIPOWER_HS_REQ),
-                               iface->cm.addr.uuid,
-                               sizeof(uct_hipower_device_addr_t),
-                               sizeof(uct_hipower_ep_addr_t));
-    if (why != NULL) {
-        /* Not hipower at all: closed without a word. Else told why. */
-        uct_hipower_cm_refuse(conn, why,
-                              (req->magic != HIPOWER_HS_MAGIC) ?
-                              HIPOWER_HS_REASON_NONE :
-                              (req->dst_uuid != iface->cm.addr.uuid) ?
-                              HIPOWER_HS_REASON_WRONG_IFACE :
+    /* Checked whole by uct_hipower_cm_conn_got_req() */
+    if (uct_hipower_cm_peer_left(conn)) {
+        ucs_debug("hipower %s: %s left before its request was answered",
+                  iface->dev_name, conn->peer_str);
+        goto out;
+    }
+
+    if ((req->src_uuid == iface->cm.addr.uuid) &&
+        !uct_hipower_cm_from_self(conn)) {
+        /* Our own id from a connection none of our endpoints opened:
+         * never an endpoint to ourselves, nor one to match (review M4) */
+        uct_hipower_cm_refuse(conn, "it claims this interface's own id",
                               HIPOWER_HS_REASON_BAD_REQUEST);
         goto out;
     }
@@ -867,8 +1173,11 @@ static void uct_hipower_cm_active(uct_hipower_cm_conn_t *conn)
         status = uct_hipower_cm_errno_status(conn->err);
         ucs_error(UCT_HIPOWER_EP_FMT ": handshake with %s failed: %s%s",
                   UCT_HIPOWER_EP_ARG(ep), conn->peer_str,
-                  (conn->err == ETIMEDOUT) ? "no answer within "
-                  "UCX_HIPOWER_CONNECT_TIMEOUT" : strerror(conn->err),
+                  (conn->err != ETIMEDOUT) ? strerror(conn->err) :
+                  (conn->phase == UCT_HIPOWER_CONN_PHASE_SHORT) ?
+                  "no answer within UCX_HIPOWER_CONNECT_TIMEOUT" :
+                  "its host stopped answering (TCP keepalive) while it "
+                  "held our request",
                   (conn->err == ECONNRESET) ? " (peer closed the connection: "
                   "process gone, or it refused our request)" : "");
         uct_hipower_cm_ep_fail(ep, status);
@@ -947,8 +1256,10 @@ unsigned uct_hipower_cm_poll(uct_hipower_iface_t *iface)
     uct_hipower_cm_conn_t *conn;
     int i, num;
 
+    iface->stats.cm_polls++;
     num = epoll_wait(iface->cm.io_epfd, events, ucs_static_array_size(events),
                      0);
+    iface->cm.in_poll = 1; /* Events below may name a conn dropped above */
     for (i = 0; i < num; ++i) {
         conn = events[i].data.ptr;
         if (conn == NULL) {
@@ -958,6 +1269,7 @@ unsigned uct_hipower_cm_poll(uct_hipower_iface_t *iface)
             uct_hipower_cm_conn_io(conn->fd, 0, conn);
         }
     }
+    iface->cm.in_poll = 0;
     return (num > 0) ? num : 0;
 }
 
@@ -1032,6 +1344,34 @@ ucs_status_t uct_hipower_cm_arm(uct_hipower_iface_t *iface)
     return UCS_OK;
 }
 
+/*
+ * The listener is full of connections that have not sent their REQ: the
+ * oldest goes if it is old enough to be idle (a real peer sends with its
+ * connect). Pausing accept until the first-message deadline, as before,
+ * let a stream of idle connections keep real peers in the kernel's
+ * backlog for as long as it came (review M3). 1 if one was closed.
+ */
+static int uct_hipower_cm_evict_idle(uct_hipower_iface_t *iface)
+{
+    ucs_time_t old = ucs_get_time() -
+                     ucs_time_from_sec(UCT_HIPOWER_CM_IDLE_SEC);
+    uct_hipower_cm_conn_t *conn;
+
+    ucs_list_for_each(conn, &iface->cm.conns, list) {
+        if (!conn->active && (conn->phase == UCT_HIPOWER_CONN_PHASE_SHORT)) {
+            if (conn->start > old) {
+                return 0; /* The oldest is young */
+            }
+            ucs_debug("hipower %s: closing the idle connection from %s to "
+                      "accept another", iface->dev_name, conn->peer_str);
+            iface->stats.cm_evicted++;
+            uct_hipower_cm_conn_drop(conn, ECONNABORTED);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Accepts what connects; from UCX's async context */
 static void uct_hipower_cm_listen_io(int fd, ucs_event_set_types_t events,
                                      void *arg)
@@ -1045,11 +1385,11 @@ static void uct_hipower_cm_listen_io(int fd, ucs_event_set_types_t events,
     int cfd;
 
     for (;;) {
-        if (iface->cm.num_passive >= iface->cm.max_conns) {
-            /* The rest wait in the kernel's backlog until one of ours is
-             * done (uct_hipower_cm_conn_free()): a flood of half-open
-             * handshakes holds max_conns sockets, each until its
-             * deadline, and refuses nobody */
+        if ((iface->cm.num_passive >= iface->cm.max_conns) &&
+            !uct_hipower_cm_evict_idle(iface)) {
+            /* Every one is young: the rest wait in the kernel's backlog
+             * until one sends its REQ or is closed, within a tick of the
+             * first-message deadline (uct_hipower_cm_conn_phase()) */
             uct_hipower_cm_watch(iface, fd, NULL, 0, EPOLL_CTL_MOD);
             iface->cm.listen_paused = 1;
             return;
@@ -1074,7 +1414,8 @@ static void uct_hipower_cm_listen_io(int fd, ucs_event_set_types_t events,
             close(cfd);
             continue;
         }
-        conn->state = UCT_HIPOWER_CONN_RECVING;
+        conn->state   = UCT_HIPOWER_CONN_RECVING;
+        conn->peer_ss = ss;
         ucs_sockaddr_str((struct sockaddr*)&ss, conn->peer_str,
                          sizeof(conn->peer_str));
         status = ucs_async_set_event_handler(async->mode, cfd,
@@ -1249,6 +1590,10 @@ void uct_hipower_cm_construct(uct_hipower_iface_t *iface)
     iface->cm.probe_due    = 0;
     iface->cm.next_probe   = 0;
     iface->cm.last_warn    = 0;
+    iface->cm.num_held     = 0;
+    iface->cm.max_held     = 1;
+    iface->cm.max_internal = 1;
+    iface->cm.in_poll      = 0;
     iface->cm.listen_paused = 0;
     memset(&iface->cm.addr, 0, sizeof(iface->cm.addr));
     iface->cm.addr_str[0]  = '\0';
@@ -1270,6 +1615,10 @@ ucs_status_t uct_hipower_cm_open(uct_hipower_iface_t *iface,
 
     iface->cm.timeout   = timeout;
     iface->cm.max_conns = ucs_max(max_conns, 1);
+    /* Peers waiting for this process: as many as it can have endpoints */
+    iface->cm.max_held  = ucs_max(iface->config.eps_possible, 1);
+    iface->cm.max_internal = ucs_max(iface->config.eps_possible -
+                                     iface->config.eps_possible / 4, 1);
 
     /* Tells this opening from any other, here or elsewhere, and the
      * crossed-connect winner: never 0 */

@@ -22,8 +22,11 @@
  *
  * Threads: UCX's async thread (or the user's thread, through
  * ucs_async_check_miss()) runs the socket handlers and the deadline
- * timer, under the worker's async lock; they only move bytes and queue
- * finished handshakes. Everything that touches endpoints, QPs or the CQ
+ * timer, under the worker's async lock; they only move bytes, acknowledge
+ * a peer's whole request at once (HIPOWER_HS_ACK: the peer then waits as
+ * long as our host is alive, not for a deadline, so a process that
+ * computes for minutes is connected to when it next progresses), close
+ * strangers' idle connections, and queue finished handshakes. Everything that touches endpoints, QPs or the CQ
  * runs in the interface's progress, under the same lock: endpoint
  * operations do not take that lock, so the async thread must not touch
  * what they touch. A handshake that finishes signals an eventfd that is
@@ -81,10 +84,18 @@ typedef struct uct_hipower_cm {
     ucs_list_link_t              conns;      /* Handshakes under way */
     ucs_list_link_t              ready;      /* Finished, for progress */
     unsigned                     num_ready;
-    unsigned                     num_active; /* Our REQs out */
+    unsigned                     num_active; /* Our REQs out, not acked */
     unsigned                     num_passive; /* Peers' REQs being read */
-    unsigned                     max_conns;  /* Of each, at a time */
-    int                          listen_paused; /* max_conns being read */
+    unsigned                     num_held;   /* Peers' REQs read, acked,
+                                                waiting for progress */
+    unsigned                     max_conns;  /* Active and passive ones
+                                                in their short phase, each */
+    unsigned                     max_held;   /* Held REQs, at most */
+    unsigned                     max_internal; /* Internal endpoints, at most */
+    int                          in_poll;    /* uct_hipower_cm_poll() runs:
+                                                conns are freed by progress */
+    int                          listen_paused; /* max_conns being read,
+                                                none old enough to close */
     ucs_list_link_t              waiting;    /* Endpoints queued to connect */
     ucs_list_link_t              doomed;     /* Internal eps to destroy */
     unsigned                     num_internal;

@@ -63,7 +63,7 @@ void hipower_hs_msg_pack(hipower_hs_msg_t *msg, hipower_hs_type_t type,
     msg->src_uuid     = src_uuid;
     msg->dst_uuid     = dst_uuid;
     msg->conn_sn      = conn_sn;
-    if (type != HIPOWER_HS_REJ) {
+    if ((type != HIPOWER_HS_REJ) && (type != HIPOWER_HS_ACK)) {
         msg->dev_addr_len = dev_addr_len;
         msg->ep_addr_len  = ep_addr_len;
         memcpy(msg->dev_addr, dev_addr, dev_addr_len);
@@ -105,6 +105,10 @@ const char *hipower_hs_msg_check(const hipower_hs_msg_t *msg, size_t length,
     }
     if (msg->reason != HIPOWER_HS_REASON_NONE) {
         return "reason in a message that is no reject";
+    }
+    if (msg->type == HIPOWER_HS_ACK) {
+        return ((msg->dev_addr_len | msg->ep_addr_len) != 0) ?
+               "addresses in an acknowledgement" : NULL;
     }
     if ((msg->dev_addr_len != dev_addr_len) ||
         (msg->ep_addr_len != ep_addr_len)) {

@@ -18,8 +18,9 @@
  * One exchange per connection: the side that sends first (active) opens a
  * TCP connection to the address in the peer's interface address and sends
  * a REQ holding its device and endpoint addresses; the listener (passive)
- * connects an endpoint of its own to them and answers a REP holding its
- * addresses, or a REJ with a reason. Both then own one RC connection,
+ * acknowledges it at once (ACK, from its async thread), then connects an
+ * endpoint of its own to them and answers a REP holding its addresses, or
+ * a REJ with a reason (from its progress, whenever its process calls it). Both then own one RC connection,
  * exactly as if UCX had exchanged the addresses (uct_ep_connect_to_ep()).
  *
  * Which endpoint a REQ connects: endpoints to one peer interface are
@@ -36,7 +37,8 @@
  */
 
 #define HIPOWER_HS_MAGIC           0x4d435048u  /* "HPCM" */
-#define HIPOWER_HS_VERSION         1
+/* 2: the passive side acknowledges a request at once (HIPOWER_HS_ACK) */
+#define HIPOWER_HS_VERSION         2
 #define HIPOWER_HS_MSG_SIZE        128
 #define HIPOWER_HS_DEV_ADDR_MAX    24
 #define HIPOWER_HS_EP_ADDR_MAX     64
@@ -62,7 +64,14 @@ typedef struct hipower_hs_iface_addr {
 typedef enum {
     HIPOWER_HS_REQ         = 1,
     HIPOWER_HS_REP         = 2,
-    HIPOWER_HS_REJ         = 3
+    HIPOWER_HS_REJ         = 3,
+    /* "Your REQ is here; the answer follows when my process gets to it":
+     * sent by the listener's async handler the moment a whole, valid REQ
+     * is read, whatever its process is doing. From then on the active side
+     * waits for the REP as long as the connection lives (TCP keepalive
+     * tells a dead host), not for UCX_HIPOWER_CONNECT_TIMEOUT: a peer that
+     * computes is alive (docs/protocol.md, "Liveness"). No addresses. */
+    HIPOWER_HS_ACK         = 4
 } hipower_hs_type_t;
 
 /* Why a REQ was refused */
@@ -141,7 +150,7 @@ void hipower_hs_msg_pack(hipower_hs_msg_t *msg, hipower_hs_type_t type,
  * NULL if @a msg (@a length bytes read) is a well-formed message of a type
  * in @a type_mask (bits 1 << type) meant for the interface @a my_uuid,
  * with address lengths @a dev_addr_len and @a ep_addr_len (REQ and REP;
- * a REJ carries none), else why not.
+ * a REJ and an ACK carry none), else why not.
  */
 const char *hipower_hs_msg_check(const hipower_hs_msg_t *msg, size_t length,
                                  unsigned type_mask, uint64_t my_uuid,

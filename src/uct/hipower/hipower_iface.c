@@ -838,9 +838,15 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
         count += uct_hipower_iface_progress_async(iface);
     }
 
-    if (ucs_unlikely(!ucs_list_is_empty(&iface->cm.conns))) {
-        /* Handshakes under way: their sockets, without waiting for the
-         * async thread to be scheduled */
+    if (ucs_unlikely(iface->cm.num_active + iface->cm.num_passive > 0) ||
+        ucs_unlikely((iface->clock.calls == 0) &&
+                     !ucs_list_is_empty(&iface->cm.conns))) {
+        /* Handshakes in their round trip: their sockets, without waiting
+         * for the async thread to be scheduled. One that waits for a busy
+         * peer's answer (acked) may wait for minutes: the async thread
+         * reads that answer, and this looks once per clock tick only in
+         * case its edge was missed (review P1: no system call per
+         * progress call for as long as a peer computes). */
         count += uct_hipower_cm_poll(iface);
     }
     if (ucs_unlikely(iface->cm.num_ready > 0) ||

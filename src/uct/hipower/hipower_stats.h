@@ -101,6 +101,14 @@
     _f(cm_refused)       /* Requests refused (malformed, stale, \
                             duplicate, no room, too many at once) */ \
     _f(cm_failed)        /* Our handshakes that failed an endpoint */ \
+    _f(cm_acked)         /* Peers' requests acknowledged at once, by the \
+                            async thread (answered later by progress) */ \
+    _f(cm_evicted)       /* Passive connections closed for sending no \
+                            request within 1 s, or to make room */ \
+    _f(cm_silent_evicted) /* Internal endpoints whose peer never wrote, \
+                            closed to make room for a request at the cap */ \
+    _f(cm_polls)         /* Handshake sockets polled by progress (a \
+                            system call each) */ \
     _f(cm_probes)        /* Probes of internal endpoints (a peer that \
                             vanished without a goodbye) */ \
     _f(peak_eps)         /* Most endpoints at once */ \
