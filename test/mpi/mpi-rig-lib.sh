@@ -36,11 +36,11 @@ MPI_INTERCOMM_ARGS=${HIPOWER_MPI_INTERCOMM_ARGS:-30 100000 50}
 # MPI call for 7 s while others connect and send to them. The handshake's
 # and the shared pool's deadlines are lowered to 2 s for it, so that 7 s is
 # past 3x both and the job stays short; a transport that fails a computing
-# peer on either deadline fails it. 90 s bound the launch: about 25 s when
-# it passes, and a failing job that hangs must not take MPI_TIMEOUT.
+# peer on either deadline fails it. 120 s bound the launch: its two compute
+# phases take 14 s, and a failing job that hangs must not take MPI_TIMEOUT.
 MPI_BUSY_ARGS=${HIPOWER_MPI_BUSY_ARGS:-7}
 MPI_BUSY_ENV="UCX_HIPOWER_CONNECT_TIMEOUT=2s UCX_HIPOWER_GRANT_TIMEOUT=2s"
-MPI_BUSY_TIMEOUT=90
+MPI_BUSY_TIMEOUT=120
 MPI_DIR=$HIPOWER_SRC/test/mpi
 
 export UCX_TLS=${HIPOWER_MPI_TLS:-hipower,self}

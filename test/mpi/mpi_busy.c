@@ -17,8 +17,11 @@
  *
  * Every message is a seeded pattern checked by its receiver; a mismatch or
  * an MPI error aborts the job. Rank 0 prints "OK" only after every rank
- * counted its checked messages. Run it with the transport's deadlines
- * lowered below busy / 3 (the rig tests: 2 s and busy 7).
+ * counted its checked messages. Ranks 0 and 1 on one host share their
+ * monotonic clock: there the job also fails if rank 0's first send did not
+ * start before rank 1's compute ended (step 1 would have tested nothing),
+ * and says how long before. Run it with the transport's deadlines lowered
+ * below busy / 3 (the rig tests: 2 s and busy 7).
  *
  *   mpi_busy [busy_seconds [block_size]]      (defaults 7, 4096)
  */
@@ -95,8 +98,9 @@ int main(int argc, char **argv)
     size_t block, off;
     unsigned char *sbuf, *rbuf;
     uint64_t sink = 0;
-    double t0, first_send = 0;
-    int peer;
+    double t0 = 0, first_send = 0, busy_end = 0, lead = 0;
+    char host[MPI_MAX_PROCESSOR_NAME], host1[MPI_MAX_PROCESSOR_NAME];
+    int peer, len;
 
     check_init(&argc, &argv, "mpi_busy");
     busy  = arg_long(argc, argv, 1, 7);
@@ -110,7 +114,8 @@ int main(int argc, char **argv)
 
     /* 1. First contact with a computing rank */
     if (g_rank == 1) {
-        sink ^= compute(busy);
+        sink    ^= compute(busy);
+        busy_end = now_sec();
         recv_checked(PHASE_FIRST, 0, TAG_FIRST, "first message to busy rank");
         ++checked;
     } else if (g_rank == 0) {
@@ -156,6 +161,29 @@ int main(int argc, char **argv)
     /* Every rank's count: 1 + n blocks + n/2 messages on the odd ranks */
     CHECK_MPI(MPI_Reduce(&checked, &total, 1, MPI_LONG, MPI_SUM, 0,
                          MPI_COMM_WORLD), "reduce");
+
+    /* Did rank 0's first send overlap rank 1's compute? */
+    memset(host, 0, sizeof(host));
+    CHECK_MPI(MPI_Get_processor_name(host, &len), "get_processor_name");
+    if (g_rank == 1) {
+        CHECK_MPI(MPI_Send(&busy_end, 1, MPI_DOUBLE, 0, TAG_FIRST,
+                           MPI_COMM_WORLD), "send busy end");
+        CHECK_MPI(MPI_Send(host, sizeof(host), MPI_CHAR, 0, TAG_FIRST,
+                           MPI_COMM_WORLD), "send host name");
+    } else if (g_rank == 0) {
+        CHECK_MPI(MPI_Recv(&busy_end, 1, MPI_DOUBLE, 1, TAG_FIRST,
+                           MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                  "receive busy end");
+        CHECK_MPI(MPI_Recv(host1, sizeof(host1), MPI_CHAR, 1, TAG_FIRST,
+                           MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                  "receive host name");
+        lead = busy_end - t0;
+        if (!strcmp(host, host1) && (lead <= 0)) {
+            die("the first send to rank 1 started %.1f s after its compute "
+                "ended: nothing was tested", -lead);
+        }
+    }
+
     if (g_rank == 0) {
         long expected = 1 + (long)g_nranks * g_nranks +
                         (long)(g_nranks / 2) * (g_nranks / 2);
@@ -165,8 +193,10 @@ int main(int argc, char **argv)
                 expected);
         }
         printf("mpi_busy: OK: %d ranks, busy %ld s twice, %ld messages "
-               "checked (first send to the busy rank took %.1f s)%s\n",
-               g_nranks, busy, total, first_send, (sink == 1) ? " " : "");
+               "checked (first send to the busy rank %.1f s before its "
+               "compute ended%s, took %.1f s)%s\n", g_nranks, busy, total,
+               lead, strcmp(host, host1) ? ", other host's clock" : "",
+               first_send, (sink == 1) ? " " : "");
         fflush(stdout);
     }
     check_finish();
