@@ -92,7 +92,8 @@ gtest_build_rc=$(cat gtest-build.rc 2> /dev/null || echo 1)
 # with two devices); beside them their unit tests, at normal priority
 # (Check's timeouts would not hold beside a rig at the lowest), then UCX's
 # gtest suite in a rig of its own (one device). The second lane's output
-# follows the first's.
+# follows the first's. UCX's gtest watchdog allows for the load of the two
+# lanes (test/rig-tests/t_uct_gtest.sh says how much).
 stage "other UCX versions' rig tests, beside their unit tests and then UCX's UCT gtest suite (make rig-check-gtest)"
 rm -f other-ucx-check-* gtest-rig.rc
 (for v in "${other_built[@]}"; do

@@ -5,25 +5,28 @@
 # t_mpi_openmpi.sh and t_mpi_mpich.sh run them. Not automake programs (one
 # compiler per MPI), so they hang off RIG_CHECK_DEPS.
 MPI_TEST_PROGS = mpi_pingpong mpi_alltoall mpi_collectives mpi_onesided \
-	mpi_intercomm
+	mpi_intercomm mpi_busy
 MPI_TEST_SRCS = \
 	$(srcdir)/test/mpi/mpi_pingpong.c \
 	$(srcdir)/test/mpi/mpi_alltoall.c \
 	$(srcdir)/test/mpi/mpi_collectives.c \
 	$(srcdir)/test/mpi/mpi_onesided.c \
-	$(srcdir)/test/mpi/mpi_intercomm.c
+	$(srcdir)/test/mpi/mpi_intercomm.c \
+	$(srcdir)/test/mpi/mpi_busy.c
 MPI_TEST_OPENMPI = \
 	test/mpi/openmpi/mpi_pingpong \
 	test/mpi/openmpi/mpi_alltoall \
 	test/mpi/openmpi/mpi_collectives \
 	test/mpi/openmpi/mpi_onesided \
-	test/mpi/openmpi/mpi_intercomm
+	test/mpi/openmpi/mpi_intercomm \
+	test/mpi/openmpi/mpi_busy
 MPI_TEST_MPICH = \
 	test/mpi/mpich/mpi_pingpong \
 	test/mpi/mpich/mpi_alltoall \
 	test/mpi/mpich/mpi_collectives \
 	test/mpi/mpich/mpi_onesided \
-	test/mpi/mpich/mpi_intercomm
+	test/mpi/mpich/mpi_intercomm \
+	test/mpi/mpich/mpi_busy
 MPI_TEST_CFLAGS = -O2 -g $(HIPOWER_CFLAGS)
 
 # Distributed sources. Not EXTRA_DIST: Makefile.am sets that with '=' after

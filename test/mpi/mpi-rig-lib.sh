@@ -22,15 +22,25 @@
 # are skipped and only the programs' own verification counts.
 # HIPOWER_MPI_TIMEOUT (default 300) bounds each launch, HIPOWER_MPI_PROGS
 # selects programs, HIPOWER_MPI_LOGS is where the logs go,
-# HIPOWER_MPI_INTERCOMM_ARGS are mpi_intercomm's arguments.
+# HIPOWER_MPI_INTERCOMM_ARGS are mpi_intercomm's arguments,
+# HIPOWER_MPI_BUSY_ARGS mpi_busy's.
 
 MPI_RANKS=${MPI_RANKS:-4}
 MPI_TIMEOUT=${HIPOWER_MPI_TIMEOUT:-300}
-MPI_PROGS=${HIPOWER_MPI_PROGS:-mpi_pingpong mpi_alltoall mpi_collectives mpi_onesided mpi_intercomm}
+MPI_PROGS=${HIPOWER_MPI_PROGS:-mpi_pingpong mpi_alltoall mpi_collectives mpi_onesided mpi_intercomm mpi_busy}
 # Arguments of mpi_intercomm (iterations, largest message, longest pause):
 # with 4 ranks each iteration costs seconds of wireup in the guest, and 30
 # make about 60 endpoints per interface, enough for runs to be reused
 MPI_INTERCOMM_ARGS=${HIPOWER_MPI_INTERCOMM_ARGS:-30 100000 50}
+# mpi_busy (issue 50: a busy rank is a live rank): ranks compute with no
+# MPI call for 7 s while others connect and send to them. The handshake's
+# and the shared pool's deadlines are lowered to 2 s for it, so that 7 s is
+# past 3x both and the job stays short; a transport that fails a computing
+# peer on either deadline fails it. 120 s bound the launch: its two compute
+# phases take 14 s, and a failing job that hangs must not take MPI_TIMEOUT.
+MPI_BUSY_ARGS=${HIPOWER_MPI_BUSY_ARGS:-7}
+MPI_BUSY_ENV="UCX_HIPOWER_CONNECT_TIMEOUT=2s UCX_HIPOWER_GRANT_TIMEOUT=2s"
+MPI_BUSY_TIMEOUT=120
 MPI_DIR=$HIPOWER_SRC/test/mpi
 
 export UCX_TLS=${HIPOWER_MPI_TLS:-hipower,self}
@@ -145,10 +155,18 @@ mpi_check_hipower() {
 }
 
 # mpi_run PROG [ARG...]: launch, check the program's verdict and the
-# transport evidence; failures are counted, the next program still runs
+# transport evidence; failures are counted, the next program still runs.
+# MPI_RUN_ENV: NAME=VALUE words set in every rank of this launch only.
 mpi_run() {
-    local prog=$1 log rankdir rc start summary f tmp
+    local prog=$1 log rankdir rc start summary f tmp kv
+    local -a env_args=()
     shift
+    for kv in ${MPI_RUN_ENV:-}; do
+        case $MPI_FLAVOR in
+            openmpi) env_args+=(-x "$kv") ;;
+            mpich)   env_args+=(-genv "${kv%%=*}" "${kv#*=}") ;;
+        esac
+    done
     log=$MPI_LOGS/$prog.log
     rankdir=$MPI_LOGS/$prog.ranks
     rm -rf "$rankdir" && mkdir -p "$rankdir" || fail "cannot create $rankdir"
@@ -166,7 +184,7 @@ mpi_run() {
                 --mca osc ucx --mca btl self \
                 "${MPI_LOAD_ARGS[@]}" "${MPI_PATH_ARGS[@]}" -x UCX_TLS \
                 -x UCX_HIPOWER_STATS -x UCX_LOG_LEVEL -x HIPOWER_MPI_DEVICES \
-                -x HIPOWER_MPI_STDERR_DIR \
+                -x HIPOWER_MPI_STDERR_DIR "${env_args[@]}" \
                 "$MPI_DIR/mpi-rank-env" "$MPI_BIN/$prog" "$@" > "$log" 2>&1
             rc=$?
             rm -rf "$tmp" ;;
@@ -174,7 +192,7 @@ mpi_run() {
             timeout -k 15 "$MPI_TIMEOUT" mpiexec.hydra -launcher fork \
                 -n "$MPI_RANKS" -prepend-rank \
                 "${MPI_LOAD_ARGS[@]}" -genv MPIR_CVAR_NOLOCAL 1 \
-                "$MPI_DIR/mpi-rank-env" "$MPI_BIN/$prog" "$@" > "$log" 2>&1
+                "${env_args[@]}" "$MPI_DIR/mpi-rank-env" "$MPI_BIN/$prog" "$@" > "$log" 2>&1
             rc=$? ;;
     esac
     summary=$(mpi_untag "$log" | sed -n -E "s/^0 ($prog: OK: .*)/\\1/p")
@@ -205,6 +223,8 @@ mpi_run_all() {
     for p in $MPI_PROGS; do
         case $p in
             mpi_intercomm) mpi_run "$p" $MPI_INTERCOMM_ARGS ;;
+            mpi_busy)      MPI_RUN_ENV=$MPI_BUSY_ENV MPI_TIMEOUT=$MPI_BUSY_TIMEOUT \
+                               mpi_run "$p" $MPI_BUSY_ARGS ;;
             *)             mpi_run "$p" ;;
         esac
     done

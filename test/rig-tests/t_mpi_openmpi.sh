@@ -4,7 +4,11 @@
 # auxiliary transport).
 # Runs test/mpi's ping-pong, alltoall, bcast/gather and one-sided programs
 # (each verifies its data) and checks that every rank's traffic went
-# through hipower. See test/mpi/mpi-rig-lib.sh.
+# through hipower.
+# Among them mpi_busy (issue 50): ranks that compute for 7 s, right after
+# MPI_Init and between phases, while others connect and send to them, with
+# UCX_HIPOWER_CONNECT_TIMEOUT and UCX_HIPOWER_GRANT_TIMEOUT lowered to 2 s:
+# a busy rank is a live rank. See test/mpi/mpi-rig-lib.sh.
 . "$(dirname "$0")/lib.sh"
 . "$HIPOWER_SRC/test/mpi/mpi-rig-lib.sh"
 
