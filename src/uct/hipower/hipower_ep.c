@@ -1469,6 +1469,9 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->tx.fill.length      = 0;
     self->tx.fill.count       = 0;
     self->tx.fill.ack_flags   = 0;
+    /* No bcopy yet: the first one tries an open bundle, where its real
+     * length is checked (UCS_CLASS_NEW does not zero the object) */
+    self->tx.bundle.bcopy_hint = 0;
     self->rx.granted.count    = 0;
     self->rx.granted.start    = 0;
     /* The first bitmap write always wakes the peer: it may have gone to
