@@ -126,7 +126,33 @@ typedef struct sim_swr {
     uint64_t             pieces_done;
     uint64_t             stride, start;
     uint64_t             cut;   /* Torn: where the current packet splits */
+    /* Replay placement: the WRITE's bytes as posted, what a replay of it
+     * carries (a requester resends what it sent, not what the buffer
+     * holds once the first try completed) */
+    uint8_t              *snapshot;
 } sim_swr_t;
+
+/*
+ * Replay placement (HIPOWER_SIM_PLACEMENT=replay): an RC responder that
+ * re-executes duplicate WRITEs after a lost ACK. The ACK of a window of a
+ * QP's WRITEs is lost: they are placed once, as any, but not completed;
+ * some steps later the requester's retry timer goes back N to the first
+ * of them and the responder places them all once more, one a step, in
+ * their order, with the bytes each carried the first time. Then the ACK
+ * comes: their completions, in order. Nothing of the QP overtakes the
+ * window: its WRITEs after the first join it (they are unacknowledged as
+ * well), anything else (a READ's response would acknowledge them) waits
+ * for the replay.
+ */
+#define SIM_REPLAY_MAX      16   /* WRITEs in one lost-ACK window */
+#define SIM_REPLAY_DELAY    32   /* Steps before the replay, at most */
+
+typedef struct sim_replay_write {
+    uint64_t             addr;
+    uint32_t             rkey;
+    uint32_t             length;
+    uint8_t              *data;
+} sim_replay_write_t;
 
 typedef struct sim_rwr {
     uint64_t             wr_id;
@@ -155,6 +181,15 @@ struct sim_qp {
     /* Windows bound to it: its destroy and hostile peers look at these,
      * not at every key of the device (a long run has many) */
     sim_mw_t             *mws;
+    /* Replay placement: the WRITEs of the open lost-ACK window (count >
+     * 0), the next to place again once the step count reaches due, and
+     * the completions it holds back */
+    struct {
+        sim_replay_write_t writes[SIM_REPLAY_MAX];
+        struct ibv_wc      held[SIM_REPLAY_MAX];
+        unsigned           count, next, num_held;
+        uint64_t           due;
+    }                    replay;
 };
 
 static struct {
@@ -167,8 +202,11 @@ static struct {
         SIM_PLACE_IN_ORDER,
         SIM_PLACE_REVERSE,
         SIM_PLACE_RANDOM,
-        SIM_PLACE_TORN
+        SIM_PLACE_TORN,
+        SIM_PLACE_REPLAY
     }                    placement;
+    /* Replay placement: one WRITE in this many opens a lost-ACK window */
+    unsigned             replay_every;
     int                  num_devs;
     sim_dev_t            devs[SIM_MAX_DEVS];
     struct ibv_device    *dev_list[SIM_MAX_DEVS + 1];
@@ -295,10 +333,16 @@ static void sim_init(void)
         sim.placement = SIM_PLACE_RANDOM;
     } else if (!strcmp(placement, "torn")) {
         sim.placement = SIM_PLACE_TORN;
+    } else if (!strcmp(placement, "replay")) {
+        sim.placement = SIM_PLACE_REPLAY;
     } else {
         fprintf(stderr, "hipower-sim: HIPOWER_SIM_PLACEMENT=%s: use in-order, "
-                "torn, reverse or random\n", placement);
+                "torn, reverse, random or replay\n", placement);
         abort();
+    }
+    sim.replay_every   = sim_env_u64("HIPOWER_SIM_REPLAY_EVERY", 4);
+    if (sim.replay_every < 1) {
+        sim.replay_every = 1;
     }
     sim.num_devs       = (int)sim_env_u64("HIPOWER_SIM_DEVICES", 2);
     if ((sim.num_devs < 1) || (sim.num_devs > SIM_MAX_DEVS)) {
@@ -352,6 +396,9 @@ static void sim_init(void)
             (sim.placement == SIM_PLACE_TORN) ?
                     "in order, each packet in two steps cut at any byte" :
             (sim.placement == SIM_PLACE_REVERSE) ? "last piece first" :
+            (sim.placement == SIM_PLACE_REPLAY) ?
+                    "in order, windows of them placed again later (lost "
+                    "ACKs, go-back-N)" :
             "in random order");
 }
 
@@ -1061,6 +1108,28 @@ static void sim_swr_free(sim_swr_t *swr)
 {
     free(swr->inline_data);
     swr->inline_data = NULL;
+    free(swr->snapshot);
+    swr->snapshot    = NULL;
+}
+
+static void sim_cq_push(sim_cq_t *cq, const struct ibv_wc *wc);
+
+/* Ends the QP's lost-ACK window: the completions it held come, with
+ * @a status (a flush if the QP failed before the replay) */
+static void sim_replay_end(sim_qp_t *qp, enum ibv_wc_status status)
+{
+    unsigned i;
+
+    for (i = 0; i < qp->replay.num_held; ++i) {
+        qp->replay.held[i].status = status;
+        sim_cq_push((sim_cq_t*)qp->qp.send_cq, &qp->replay.held[i]);
+    }
+    for (i = 0; i < qp->replay.count; ++i) {
+        free(qp->replay.writes[i].data);
+    }
+    qp->replay.count    = 0;
+    qp->replay.next     = 0;
+    qp->replay.num_held = 0;
 }
 
 /* QP to error: everything outstanding completes, flushed */
@@ -1071,6 +1140,7 @@ static void sim_qp_error(sim_qp_t *qp)
     sim_rwr_t *rwr;
 
     qp->qp.state = IBV_QPS_ERR;
+    sim_replay_end(qp, IBV_WC_WR_FLUSH_ERR);
     while (qp->sq_count > 0) {
         swr = &qp->sq[qp->sq_head];
         sim_wc_init(&wc, swr->wr.wr_id, IBV_WC_WR_FLUSH_ERR,
@@ -1176,6 +1246,8 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 
     pthread_mutex_lock(&sim.lock);
     sim_ready_del(qp);
+    qp->replay.num_held = 0; /* No CQ to complete them on */
+    sim_replay_end(qp, IBV_WC_WR_FLUSH_ERR);
     while (qp->sq_count > 0) {
         sim_swr_free(&qp->sq[qp->sq_head]);
         qp->sq_head = (qp->sq_head + 1) % (qp->cap.max_send_wr + 1);
@@ -1247,6 +1319,29 @@ static int sim_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
                 length += wr->sg_list[i].length;
             }
             swr->inline_len = length;
+        }
+
+        if ((sim.placement == SIM_PLACE_REPLAY) &&
+            ((wr->opcode == IBV_WR_RDMA_WRITE) ||
+             (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM))) {
+            for (i = 0, length = 0; i < wr->num_sge; ++i) {
+                length += wr->sg_list[i].length;
+            }
+            swr->snapshot = malloc(length ? length : 1);
+            if (swr->snapshot == NULL) {
+                ret = ENOMEM;
+                break;
+            }
+            if (swr->inline_data != NULL) {
+                memcpy(swr->snapshot, swr->inline_data, length);
+            } else {
+                for (i = 0, length = 0; i < wr->num_sge; ++i) {
+                    memcpy(swr->snapshot + length,
+                           (void*)(uintptr_t)wr->sg_list[i].addr,
+                           wr->sg_list[i].length);
+                    length += wr->sg_list[i].length;
+                }
+            }
         }
 
         ++qp->sq_count;
@@ -1360,8 +1455,8 @@ static void sim_sq_pop(sim_qp_t *qp)
     sim_swr_free(&qp->sq[qp->sq_head]);
     qp->sq_head = (qp->sq_head + 1) % (qp->cap.max_send_wr + 1);
     --qp->sq_count;
-    if (qp->sq_count == 0) {
-        sim_ready_del(qp);
+    if ((qp->sq_count == 0) && (qp->replay.count == 0)) {
+        sim_ready_del(qp); /* A window open: its replay is to come */
     }
 }
 
@@ -1388,7 +1483,13 @@ static void sim_complete(sim_qp_t *qp, uint32_t byte_len)
         sim_wc_init(&wc, swr->wr.wr_id, IBV_WC_SUCCESS,
                     sim_wc_opcode(swr->wr.opcode), qp->qp.qp_num);
         wc.byte_len = byte_len;
-        sim_cq_push((sim_cq_t*)qp->qp.send_cq, &wc);
+        if (qp->replay.count > 0) {
+            /* Not acknowledged until the replay (only WRITEs run while
+             * a window is open: at most one completion each) */
+            qp->replay.held[qp->replay.num_held++] = wc;
+        } else {
+            sim_cq_push((sim_cq_t*)qp->qp.send_cq, &wc);
+        }
     }
     ++sim.stats.wrs_executed;
     sim_sq_pop(qp);
@@ -1631,6 +1732,73 @@ static int sim_place_ahead(sim_qp_t *qp, sim_qp_t *resp)
     return 1;
 }
 
+/* Replay placement: the WRITE at the head of @a qp, placed whole, joins
+ * the QP's open lost-ACK window, or opens one now and then */
+static void sim_replay_add(sim_qp_t *qp, sim_swr_t *swr, uint64_t length)
+{
+    sim_replay_write_t *write;
+
+    if ((length == 0) || (swr->snapshot == NULL)) {
+        return;
+    }
+    if (qp->replay.count == 0) {
+        if ((sim_rand() % sim.replay_every) != 0) {
+            return; /* Acknowledged */
+        }
+        qp->replay.due = sim.stats.steps + 1 +
+                         sim_rand() % SIM_REPLAY_DELAY;
+    }
+    write         = &qp->replay.writes[qp->replay.count++];
+    write->addr   = swr->wr.wr.rdma.remote_addr;
+    write->rkey   = swr->wr.wr.rdma.rkey;
+    write->length = (uint32_t)length;
+    write->data   = swr->snapshot;
+    swr->snapshot = NULL;
+}
+
+/*
+ * The next step of the open lost-ACK window of @a qp: once due, its WRITEs
+ * placed again one a step, then the ACK (the completions it held).
+ * Returns 1 if it did something. A WRITE whose key no longer admits it
+ * (the responder unbound the window since) is left out: what a device does
+ * then is not modelled.
+ */
+static int sim_replay_step(sim_qp_t *qp)
+{
+    sim_replay_write_t *write;
+    sim_qp_t *resp = NULL;
+    uint8_t *remote    = NULL;
+
+    if (sim.stats.steps < qp->replay.due) {
+        return 0;
+    }
+    if (qp->replay.next == qp->replay.count) {
+        sim_replay_end(qp, IBV_WC_SUCCESS);
+        if (qp->sq_count == 0) {
+            sim_ready_del(qp);
+        }
+        return 1;
+    }
+
+    write = &qp->replay.writes[qp->replay.next++];
+    if (qp->dest_dev >= 0) {
+        resp = sim_qp_find(&sim.devs[qp->dest_dev], qp->dest_qpn);
+    }
+    if ((resp != NULL) &&
+        ((resp->qp.state == IBV_QPS_RTR) || (resp->qp.state == IBV_QPS_RTS))) {
+        remote = sim_remote(resp, write->addr, write->rkey, write->length,
+                            IBV_ACCESS_REMOTE_WRITE);
+    }
+    if (remote == NULL) {
+        ++sim.stats.replays_dropped;
+        return 1;
+    }
+    memcpy(remote, write->data, write->length);
+    sim.stats.bytes_placed += write->length;
+    ++sim.stats.replayed_writes;
+    return 1;
+}
+
 /* Executes the head request of @a qp; returns 1 if it made progress */
 static int sim_exec(sim_qp_t *qp)
 {
@@ -1641,6 +1809,15 @@ static int sim_exec(sim_qp_t *qp)
     uint64_t length = 0, old;
     uint8_t *remote;
     int i, access;
+
+    /* A lost-ACK window open: its replay once due; until then only WRITEs
+     * join it (a READ's response, a bind's completion would acknowledge
+     * it) */
+    if ((qp->replay.count > 0) &&
+        ((sim.stats.steps >= qp->replay.due) || (qp->sq_count == 0) ||
+         !sim_is_write(swr) || (qp->replay.count == SIM_REPLAY_MAX))) {
+        return sim_replay_step(qp);
+    }
 
     if (swr->wr.opcode == IBV_WR_BIND_MW) {
         sim_exec_bind(qp, swr);
@@ -1725,6 +1902,9 @@ static int sim_exec(sim_qp_t *qp)
             resp->rq_head = (resp->rq_head + 1) % (resp->cap.max_recv_wr + 1);
             --resp->rq_count;
             sim_cq_push((sim_cq_t*)resp->qp.recv_cq, &wc);
+        }
+        if (sim.placement == SIM_PLACE_REPLAY) {
+            sim_replay_add(qp, swr, length);
         }
         sim_complete(qp, 0);
         return 1;

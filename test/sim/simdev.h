@@ -36,6 +36,9 @@ typedef struct hipower_sim_stats {
                                 range, bind): a transport bug */
     uint64_t bind_errors;    /* Binds of windows deallocated after the
                                 bind was posted: the QP fails, as on rxe */
+    uint64_t replayed_writes; /* Replay placement: WRITEs placed again */
+    uint64_t replays_dropped; /* Replay placement: WRITEs not placed again,
+                                 their key no longer valid */
 } hipower_sim_stats_t;
 
 /* Runs @a count device steps; returns how many did something */

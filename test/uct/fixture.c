@@ -155,6 +155,7 @@ void progress(int a, int b)
 
 int error_handler_purges;
 unsigned error_handler_returns;
+pthread_t error_handler_thread;
 
 static void error_handler_purge_cb(uct_pending_req_t *req, void *arg)
 {
@@ -168,6 +169,7 @@ ucs_status_t ep_error_handler(void *arg, uct_ep_h ep,
          * (ucp_discard_lane_ff()): an endpoint operation from within */
         uct_ep_pending_purge(ep, error_handler_purge_cb, NULL);
     }
+    error_handler_thread = pthread_self();
     ++error_handler_returns;
     if (arg == &side_a) {
         ++ep_errors_a;

@@ -14,6 +14,7 @@
 #include <uct/api/uct.h>
 #include <ucs/async/async_fwd.h>
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +118,7 @@ extern unsigned       ep_errors_b;    /* Interface B's error handler calls */
  * UCP's does; and how many times it returned */
 extern int            error_handler_purges;
 extern unsigned       error_handler_returns;
+extern pthread_t      error_handler_thread; /* Of its last call */
 extern ucs_status_t   ep_error_status_b;
 
 ucs_status_t fixture_config_modify(void *config, const char *name,

@@ -26,6 +26,7 @@
 #include <ucs/sys/string.h>
 #include <ucs/type/class.h>
 #include <string.h>
+#include <sys/eventfd.h>
 
 
 /* The modes of UCX_HIPOWER_NOTIFY, by value (the configuration table
@@ -374,8 +375,49 @@ ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
          * the user's: nobody to tell, it goes from progress */
         return UCS_OK;
     }
+    if (uct_hipower_hold_posting_here) {
+        /* In UCX's async thread (the hold timer's post): UCP's handler
+         * must not run there (ucp_ep_set_failed() asserts it is not in
+         * async; UCP itself defers with ucp_ep_set_failed_schedule()).
+         * The user's next progress calls it; a process asleep in the
+         * event fd wakes for it (the handshakes' eventfd is in the set),
+         * and arm says busy meanwhile. */
+        ep->err_due = status;
+        __atomic_fetch_add(&iface->tx.failures_due, 1, __ATOMIC_SEQ_CST);
+        if ((iface->cm.epfd >= 0) && (iface->cm.event_fd >= 0) &&
+            (eventfd_write(iface->cm.event_fd, 1) < 0)) {
+            ucs_debug("hipower %s: eventfd write failed: %m",
+                      iface->dev_name);
+        }
+        return UCS_OK;
+    }
     return uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
                                    status);
+}
+
+unsigned uct_hipower_iface_report_failures(uct_hipower_iface_t *iface)
+{
+    unsigned count = 0;
+    uct_hipower_ep_t *ep;
+    ucs_status_t status;
+
+    /* Cleared first: a failure marked after this is seen at the next call */
+    __atomic_store_n(&iface->tx.failures_due, 0, __ATOMIC_SEQ_CST);
+again:
+    ucs_list_for_each(ep, &iface->ep_list, list) {
+        if (ep->err_due == UCS_OK) {
+            continue;
+        }
+        status      = ep->err_due;
+        ep->err_due = UCS_OK;
+        ++count;
+        uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
+                                status);
+        /* The handler may have destroyed endpoints (UCP discards lanes):
+         * the list again from its start */
+        goto again;
+    }
+    return count;
 }
 
 /*
@@ -1446,6 +1488,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
 
     self->flags               = 0;
+    self->err_due             = UCS_OK;
     memset(&self->cm, 0, sizeof(self->cm));
     self->fence_beat          = iface->tx.fence_beat;
     self->tx.user_end_sn      = 0;
@@ -1469,6 +1512,9 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->tx.fill.length      = 0;
     self->tx.fill.count       = 0;
     self->tx.fill.ack_flags   = 0;
+    /* No bcopy yet: the first one tries an open bundle, where its real
+     * length is checked (UCS_CLASS_NEW does not zero the object) */
+    self->tx.bundle.bcopy_hint = 0;
     self->rx.granted.count    = 0;
     self->rx.granted.start    = 0;
     /* The first bitmap write always wakes the peer: it may have gone to

@@ -132,6 +132,9 @@ typedef struct uct_hipower_ep {
     uct_hipower_window_t         ctrl_write;   /* Words the peer writes */
     struct ibv_mr                *ctrl_local_mr;
     uint32_t                     flags;
+    /* Failed in UCX's async thread: the status its error handler gets at
+     * the user's next progress (uct_hipower_iface_report_failures()) */
+    ucs_status_t                 err_due;
     uint32_t                     fence_beat;   /* Iface fence seen last */
     ucs_list_link_t              list;         /* In iface->ep_list */
     ucs_list_link_t              active_list;  /* In iface->active_eps */
@@ -926,6 +929,10 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc);
  */
 ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
                                        ucs_status_t status);
+
+/* Calls the error handlers that endpoints failed in the async thread left
+ * to the user's progress; returns how many */
+unsigned uct_hipower_iface_report_failures(uct_hipower_iface_t *iface);
 
 /* The peer's windows are bound: it wrote to us, or a request of ours after
  * our hello completed */

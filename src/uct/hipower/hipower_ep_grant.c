@@ -810,7 +810,13 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
         ucs_debug(UCT_HIPOWER_EP_FMT ": ignoring the peer's grant record "
                   "(epoch %"PRIu64", %u slots) at epoch %"PRIu64,
                   UCT_HIPOWER_EP_ARG(ep), epoch, count, ep->tx.epoch);
-        ep->tx.epoch = epoch;
+        /* Never back: an older record is one the device placed again (a
+         * responder executing a duplicate WRITE, docs/protocol.md); taking
+         * its epoch would adopt the newer record, placed again after it,
+         * a second time and restart a run the receiver is already in */
+        if ((int64_t)(epoch - ep->tx.epoch) > 0) {
+            ep->tx.epoch = epoch;
+        }
         return;
     }
 

@@ -299,14 +299,15 @@ uct_hipower_ep_rx_bundle(uct_hipower_ep_t *ep, const void *frame,
 
 /* Delivers the batches of the filled slot at @a slot_base that @a trailer
  * (its key matched, a count of batches) counts beyond the
- * ep->rx.fill_walked walked (ep->rx.fill_done bytes); returns the messages
- * delivered. A batch a peer lied about fails the endpoint as any bad frame
- * (what came before it stays delivered). */
-static unsigned uct_hipower_ep_rx_fill_walk(uct_hipower_ep_t *ep,
-                                            char *slot_base,
-                                            hipower_slot_trailer_t trailer,
-                                            uint32_t seq, uint32_t slot,
-                                            int hold)
+ * ep->rx.fill_walked walked (ep->rx.fill_done bytes); adds the messages
+ * delivered to *count_p. Returns HIPOWER_FILL_END, or HIPOWER_FILL_BEHIND
+ * if the count is below what was walked (an older write placed again:
+ * not yet), or the error of a batch a peer lied about, which fails the
+ * endpoint as any bad frame (what came before it stays delivered). */
+static hipower_fill_status_t
+uct_hipower_ep_rx_fill_walk(uct_hipower_ep_t *ep, char *slot_base,
+                            hipower_slot_trailer_t trailer, uint32_t seq,
+                            uint32_t slot, int hold, unsigned *count_p)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     const uint32_t trailer_offset = iface->config.layout.trailer_offset;
@@ -331,11 +332,14 @@ static unsigned uct_hipower_ep_rx_fill_walk(uct_hipower_ep_t *ep,
         ++ep->rx.fill_walked;
         ++ep->rx.fill_extra;
         if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
-            return count;
+            *count_p += count;
+            return HIPOWER_FILL_END;
         }
     }
 
-    if (ucs_unlikely(status != HIPOWER_FILL_END)) {
+    *count_p += count;
+    if (ucs_unlikely((status != HIPOWER_FILL_END) &&
+                     (status != HIPOWER_FILL_BEHIND))) {
         ucs_error(UCT_HIPOWER_EP_FMT ": filled slot %u (message %u) from the "
                   "peer, %u of %u batches (%u bytes) delivered: %s; a broken "
                   "or hostile peer, the endpoint fails",
@@ -344,7 +348,7 @@ static unsigned uct_hipower_ep_rx_fill_walk(uct_hipower_ep_t *ep,
         iface->stats.bad_slots++;
         ep->flags |= UCT_HIPOWER_EP_FLAG_BAD_FRAME;
     }
-    return count;
+    return status;
 }
 
 /* Whether the frame after message @a seq in slot @a slot has arrived: then
@@ -386,14 +390,18 @@ uct_hipower_ep_rx_fill(uct_hipower_ep_t *ep, char *slot_base, uint32_t seq,
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
-    if (!hipower_slot_trailer_is_fill(trailer)) {
-        /* It was filled, and the peer wrote something else over it */
-        uct_hipower_ep_rx_bad_slot(ep, trailer, seq, slot);
-        goto done;
+    /* A count below what was walked, or this slot's key with another AM
+     * id (no honest sender writes it), is "not yet": the slot stays open
+     * and is read again, as a trailer that has not landed. A responder
+     * that executes duplicate WRITEs again places the sender's writes to
+     * the slot once more, in order, the newest last (hipower_fill.h); the
+     * slot is never failed for it, and one that stays so stalls only its
+     * sender (or the endpoint fails for a real reason). */
+    if (!hipower_slot_trailer_is_fill(trailer) ||
+        (uct_hipower_ep_rx_fill_walk(ep, slot_base, trailer, seq, slot, hold,
+                                     count_p) == HIPOWER_FILL_BEHIND)) {
+        return 0;
     }
-
-    *count_p += uct_hipower_ep_rx_fill_walk(ep, slot_base, trailer, seq,
-                                            slot, hold);
     if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
         goto done;
     }
@@ -406,14 +414,16 @@ uct_hipower_ep_rx_fill(uct_hipower_ep_t *ep, char *slot_base, uint32_t seq,
      * more, for batches that came since it was read */
     ucs_memory_cpu_load_fence();
     trailer = *hipower_slot_mark(slot_base, &iface->config.layout);
-    if (!hipower_slot_trailer_is(trailer, seq) ||
-        !hipower_slot_trailer_is_fill(trailer)) {
+    if (!hipower_slot_trailer_is(trailer, seq)) {
         uct_hipower_ep_rx_bad_slot(ep, trailer, seq, slot);
         goto done;
     }
     ucs_memory_cpu_load_fence();
-    *count_p += uct_hipower_ep_rx_fill_walk(ep, slot_base, trailer, seq,
-                                            slot, hold);
+    if (!hipower_slot_trailer_is_fill(trailer) ||
+        (uct_hipower_ep_rx_fill_walk(ep, slot_base, trailer, seq, slot, hold,
+                                     count_p) == HIPOWER_FILL_BEHIND)) {
+        return 0; /* Not yet, as above: read again at the next progress */
+    }
 
 done:
     /* One slot, taken by the ring's count from now on */
@@ -472,8 +482,11 @@ static int uct_hipower_ep_rx_fill_ready(uct_hipower_ep_t *ep)
     trailer = *hipower_slot_mark((char*)ep->rx.slots +
                                  (size_t)slot * iface->config.layout.stride,
                                  &iface->config.layout);
+    /* A count below what was walked is not news (an older write placed
+     * again): the newer ones that follow are */
     return !hipower_slot_trailer_is(trailer, ring->head) ||
-           ((uint32_t)trailer != ep->rx.fill_walked) ||
+           (hipower_slot_trailer_is_fill(trailer) &&
+            ((uint32_t)trailer > ep->rx.fill_walked)) ||
            uct_hipower_ep_rx_fill_next_arrived(ep, ring->head, slot);
 }
 

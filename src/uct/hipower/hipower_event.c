@@ -323,7 +323,9 @@ ucs_status_t uct_hipower_iface_event_arm(uct_iface_h tl_iface, unsigned events)
     }
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
-    status = uct_hipower_iface_do_event_arm(iface, events);
+    /* An endpoint failed in the hold timer: its handler first (progress) */
+    status = (*(volatile unsigned*)&iface->tx.failures_due != 0) ?
+             UCS_ERR_BUSY : uct_hipower_iface_do_event_arm(iface, events);
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return status;
 }

@@ -16,9 +16,9 @@ const char *hipower_fill_status_str(hipower_fill_status_t status)
     case HIPOWER_FILL_BAD_SIZE:
         return "a batch size that leaves the slot, is not a multiple of 8 "
                "or holds no record";
-    case HIPOWER_FILL_SHRANK:
-        return "a trailer whose batch count went below the batches "
-               "delivered";
+    case HIPOWER_FILL_BEHIND:
+        return "a trailer whose batch count is below the batches "
+               "delivered (an older write placed again)";
     case HIPOWER_FILL_EMPTY:
         return "a filled slot without a batch";
     }

@@ -45,6 +45,12 @@
  * and the new one or behind what is known, which frees only slots the
  * peer did release or none (hipower_tx_ring_ack()).
  *
+ * A responder that executes a duplicate WRITE again (RC's go-back-N after a
+ * lost ACK) places the slot's writes once more, in their order, with the
+ * bytes each carried: the count a receiver reads may then go back below
+ * what it walked, and up again. A lower count means "not yet", as a
+ * trailer not there yet does (HIPOWER_FILL_BEHIND, docs/protocol.md).
+ *
  * The receiver walks batches from the top: the footer right below what it
  * walked says where the next batch starts. It walks no more batches than
  * the trailer it read counts, and that trailer sits where every lap of the
@@ -87,10 +93,13 @@ static inline int hipower_fill_fits(uint32_t used, uint32_t size,
 typedef enum {
     HIPOWER_FILL_END        = 0,  /* Every batch the trailer counts walked */
     HIPOWER_FILL_BATCH      = 1,  /* One more batch */
+    HIPOWER_FILL_BEHIND     = 2,  /* The count is below what was walked:
+                                     an older write of the slot placed
+                                     again, the newer ones follow (not an
+                                     error, see hipower_fill_next()) */
     HIPOWER_FILL_BAD_FOOTER = -1, /* A footer without its tag */
     HIPOWER_FILL_BAD_SIZE   = -2, /* A batch size that leaves the slot, or
                                      not a multiple of 8, or too small */
-    HIPOWER_FILL_SHRANK     = -3, /* The count went below what was walked */
     HIPOWER_FILL_EMPTY      = -4  /* A filled slot without a batch */
 } hipower_fill_status_t;
 
@@ -119,7 +128,12 @@ hipower_fill_next(const uint8_t *top, uint32_t done, uint32_t walked,
         return (walked == 0) ? HIPOWER_FILL_EMPTY : HIPOWER_FILL_END;
     }
     if (count < walked) {
-        return HIPOWER_FILL_SHRANK;
+        /* An RC responder may execute a duplicate WRITE again (go-back-N
+         * after a lost ACK): the sender's writes to this slot land once
+         * more, in their order, each with the count it carried, so the
+         * count goes back and then up again to where it was. Nothing
+         * below what was walked changes (the same bytes again) */
+        return HIPOWER_FILL_BEHIND;
     }
 
     left = max_payload - done;

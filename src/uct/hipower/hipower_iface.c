@@ -838,6 +838,11 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
         count += uct_hipower_iface_progress_async(iface);
     }
 
+    if (ucs_unlikely(*(volatile unsigned*)&iface->tx.failures_due != 0)) {
+        /* Endpoints the hold timer failed: their handlers, here */
+        count += uct_hipower_iface_report_failures(iface);
+    }
+
     if (ucs_unlikely(iface->cm.num_active + iface->cm.num_passive > 0) ||
         ucs_unlikely((iface->clock.calls == 0) &&
                      !ucs_list_is_empty(&iface->cm.conns))) {
@@ -1140,6 +1145,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->tx.bundles_open = 0;
     self->tx.hold_seen    = 0;
     self->tx.hold_ops     = 0;
+    self->tx.failures_due = 0;
     self->tx.hold_posting = 0;
     ucs_list_head_init(&self->tx.trailing_eps);
     self->async_seq     = md->async.seq;

@@ -201,6 +201,9 @@ typedef struct uct_hipower_iface {
         int                      hold_seen;
         unsigned                 hold_ops;
         int                      hold_posting;
+        /* Endpoints the timer's post failed whose error handler is due
+         * (ep->err_due): progress calls it, event arm says busy */
+        unsigned                 failures_due;
         /* The interface's internal ops with the connect wrapped */
         uct_iface_internal_ops_t held_internal_ops;
     } tx;
