@@ -573,9 +573,9 @@ void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface)
               "adopt the run it was granted",
               ucs_time_to_sec(iface->config.grant_timeout),
               ep->rx.grant_probes);
-    if (uct_hipower_ep_check(&ep->super.super, 0, NULL) == UCS_OK) {
-        iface->stats.peer_probes++;
-    }
+    /* No room now: a signaled request is out, which probes as well, or
+     * the next deadline tries again */
+    (void)uct_hipower_ep_check(&ep->super.super, 0, NULL);
 }
 
 /* Every run the endpoint holds or granted goes back to the pool now,
