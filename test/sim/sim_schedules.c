@@ -1340,6 +1340,22 @@ static void sched_finish(void)
     for (s = 0; s < NUM_SIDES; ++s) {
         if (sch.sides[s].stopped < INT_MAX) {
             sch.sides[s].stopped = 0;
+            continue;
+        }
+        /* Stopped for ever: its device still answers, so the runs it
+         * holds at its peers stay with it (docs/protocol.md 9.2) and
+         * their waiters could wait for ever. It dies now, as a process
+         * stopped for ever is killed in the end: its QPs stop answering,
+         * the probes of the deadlines that follow fail its endpoints
+         * there, and their runs come back within the settle's bound */
+        for (c = 0; c < sch.num_conns; ++c) {
+            for (d = 0; d < 2; ++d) {
+                conn = &sch.conns[c];
+                if ((conn->side[d] == (int)s) && (conn->ep[d] != NULL)) {
+                    hipower_sim_fail_qp(sch.sides[s].dev,
+                                        sched_ep_qpn(conn->ep[d]));
+                }
+            }
         }
     }
 
@@ -1390,7 +1406,8 @@ static void sched_finish(void)
         }
         hipower_sim_step(4);
         /* Time passes (the bound is 200 grant timeouts): the deadlines of
-         * peers stopped for ever expire, and give their runs back */
+         * peers stopped for ever (and dead since) expire, their probes
+         * fail, and their runs come back */
         hipower_sim_advance(sch.grant_timeout_ns / 1000);
         if (((round % 64) == 0) &&
             (sched_unsettled(sch.waiters_served, 0, waiting, &d) < 0)) {

@@ -35,6 +35,8 @@
 #include <hipower_slot.h>
 #include <hipower_bitmap.h>
 #include <hipower_iface.h>
+#include <hipower_ep.h>
+#include <hipower_grant.h>
 
 #include <ucs/async/async.h>
 
@@ -1826,62 +1828,340 @@ START_TEST(test_async_wireup)
 }
 END_TEST
 
+/* B's endpoint of pair @a p */
+static uct_hipower_ep_t *b_ep(int p)
+{
+    return ucs_derived_of(pairs[p].ep_b, uct_hipower_ep_t);
+}
+
+/* A and B progress (C, if given, too) for @a ms milliseconds */
+static void progress_with_for_ms(side_t *c, unsigned ms)
+{
+    double end = now_sec() + ms / 1000.0;
+
+    do {
+        progress(1, 1);
+        if (c != NULL) {
+            uct_worker_progress(c->worker);
+        }
+    } while (now_sec() < end);
+}
+
 /*
- * A peer that stops calling progress must not pin the shared pool (review
- * H1): peers on a third interface C, which never calls progress, hold runs
- * at B and go idle; an endpoint from A starts without a run and asks. B
- * takes an idle run back from C's endpoint with a release, which C never
- * adopts. Past UCX_HIPOWER_GRANT_TIMEOUT, that endpoint of B's fails with
- * UCS_ERR_ENDPOINT_TIMEOUT (through the error handler, once), its runs go
- * back, and A's message arrives; A's other endpoint is untouched.
+ * A busy peer is a live peer (review b86e41e H1): a peer whose process
+ * stops calling UCX keeps the runs it holds, and the pool serves others
+ * from the rest; only a peer whose device stops answering is failed.
+ * Peers on a third interface C hold runs at B (pairs 0 and 1) and go idle,
+ * then C calls nothing for 3 x UCX_HIPOWER_GRANT_TIMEOUT (1 s); pair 2
+ * (A's) is idle too, pair 3 holds what is left and pair 4 starts without a
+ * run and asks. B takes C's runs back with releases C never adopts: past
+ * the deadline B probes C's device, which answers, so nothing fails and B
+ * releases the next idle holder, A's pair 2, whose run serves pair 4.
+ * Then C's QP of pair 1 dies (to error: its device stops answering): B's
+ * endpoint of pair 1 fails within GRANT_TIMEOUT + (RETRY_COUNT + 1) x
+ * TIMEOUT, once, and its run comes back. C then resumes: it adopts the
+ * release of pair 0 and its next message arrives. Every message intact and
+ * in order. Red while the deadline failed a peer that merely did not call.
  */
 START_TEST(test_stopped_peer_pins_nothing)
 {
+    const double grant_timeout = 1.0, ack_timeout = 0.25;
+    const unsigned retry_count = 3;
+    struct ibv_qp_attr attr;
     side_t side_c;
-    char dev_c[64];
-    double start, waited;
+    char dev_c[64], val[32];
+    double start, waited, stopped, bound;
     int p;
 
     if (!small_shared_pool("stopped peer")) {
         return;
     }
     setenv("UCX_HIPOWER_GRANT_TIMEOUT", "1s", 1);
+    setenv("UCX_HIPOWER_TIMEOUT", "0.25s", 1);
+    snprintf(val, sizeof(val), "%u", retry_count);
+    setenv("UCX_HIPOWER_RETRY_COUNT", val, 1);
     setup_pairs(0);
     memset(&side_c, 0, sizeof(side_c));
     snprintf(dev_c, sizeof(dev_c), "%s", side_a.dev);
     dev_c[strcspn(dev_c, ":")] = '\0'; /* "rxe0:1": the device, no port */
     open_side(&side_c, dev_c);
     hold_probability = 0;
-    /* Pairs 0-2 from C: a message each, then C never progresses again */
+    /* Pairs 0-1 from C, pair 2 from A: a message each; C's first, so that
+     * C's endpoints at B are the longest idle (released first) */
     num_pairs = 5;
     for (p = 0; p < 3; ++p) {
-        connect_pair_from(&pairs[p], &side_c);
+        if (p < 2) {
+            connect_pair_from(&pairs[p], &side_c);
+        } else {
+            connect_pair(&pairs[p]);
+        }
         ck_assert_uint_eq(b_slots(p), 16);
+    }
+    for (p = 0; p < 2; ++p) {
         ck_assert_msg(deliver_one(p, 5000), "pair %d: no message", p);
     }
-    progress_for_ms(200); /* A and B only: C's endpoints at B go idle */
+    /* C calls nothing from now on */
+    stopped = now_sec();
+    progress_for_ms(200); /* C's endpoints at B go idle */
+    ck_assert_msg(deliver_one(2, 5000), "pair 2: no message");
+    progress_for_ms(200); /* So does A's */
     connect_pair(&pairs[3]);
     connect_pair(&pairs[4]);
     ck_assert_uint_eq(b_slots(4), 0);
+
     start = now_sec();
     ck_assert_msg(deliver_one(4, 15000), "an endpoint without a run got "
-                  "none while a stopped peer held the pool");
+                  "none while a stopped peer held part of the pool");
     waited = now_sec() - start;
-    printf("stopped peer: a run came back after %.1f s (GRANT_TIMEOUT 1 s), "
-           "%u endpoint failed with %s\n", waited, ep_errors_b,
+    printf("stopped peer: pair 4 served after %.1f s (GRANT_TIMEOUT 1 s), "
+           "%u endpoint errors at B, %"PRIu64" deadlines passed\n", waited,
+           ep_errors_b, iface_b()->stats.grant_timeouts);
+    ck_assert_msg(ep_errors_b == 0, "B failed %u endpoint(s) (%s) of a "
+                  "peer that only stopped calling progress", ep_errors_b,
+                  ucs_status_string(ep_error_status_b));
+    ck_assert_msg(waited < 3 * grant_timeout, "the waiter was served after "
+                  "%.1f s: not from the other runs", waited);
+
+    /* C stays silent for 3 x GRANT_TIMEOUT: its endpoints keep their runs
+     * (a release out, never failed) */
+    progress_with_for_ms(NULL, (unsigned)((stopped + 3.2 * grant_timeout -
+                                           now_sec()) * 1000));
+    ck_assert_msg(ep_errors_b == 0, "B failed %u endpoint(s) (%s) of a "
+                  "peer silent for 3 x GRANT_TIMEOUT", ep_errors_b,
+                  ucs_status_string(ep_error_status_b));
+    ck_assert(b_ep(0)->flags & UCT_HIPOWER_EP_FLAG_RELEASING);
+    ck_assert(b_ep(1)->flags & UCT_HIPOWER_EP_FLAG_RELEASING);
+    ck_assert(!(b_ep(0)->flags & UCT_HIPOWER_EP_FLAG_FAILED));
+    ck_assert_uint_ge(iface_b()->stats.grant_timeouts, 2);
+
+    /* C's QP of pair 1 dies: its device no longer answers */
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state = IBV_QPS_ERR;
+    ck_assert_int_eq(ibv_modify_qp(ucs_derived_of(pairs[1].ep_a,
+                                                  uct_hipower_ep_t)->txqp.qp,
+                                   &attr, IBV_QP_STATE), 0);
+    bound = grant_timeout + (retry_count + 1) * ack_timeout + 1.0;
+    start = now_sec();
+    while ((ep_errors_b == 0) && (now_sec() - start < 4 * bound)) {
+        progress(1, 1);
+    }
+    waited = now_sec() - start;
+    printf("stopped peer: the holder whose device died failed after %.1f s "
+           "(bound %.1f s) with %s\n", waited, bound,
            ucs_status_string(ep_error_status_b));
-    ck_assert_uint_eq(ep_errors_b, 1);
-    ck_assert_int_eq(ep_error_status_b, UCS_ERR_ENDPOINT_TIMEOUT);
+    ck_assert_msg(ep_errors_b == 1, "B's endpoint of a dead holder got %u "
+                  "error callbacks in %.1f s", ep_errors_b, waited);
+    ck_assert(b_ep(1)->flags & UCT_HIPOWER_EP_FLAG_FAILED);
+    ck_assert_msg(waited < bound, "a dead holder failed after %.1f s, "
+                  "beyond GRANT_TIMEOUT + (RETRY_COUNT + 1) x TIMEOUT",
+                  waited);
+    ck_assert_uint_eq(uct_hipower_ep_rx_held(b_ep(1)), 0);
+    ck_assert(!(b_ep(0)->flags & UCT_HIPOWER_EP_FLAG_FAILED));
+
+    /* C resumes: it adopts pair 0's release, and its next message (a run
+     * asked for and granted) arrives */
+    start = now_sec();
+    while ((b_ep(0)->flags & UCT_HIPOWER_EP_FLAG_RELEASING) &&
+           (now_sec() - start < 5)) {
+        progress(1, 1);
+        uct_worker_progress(side_c.worker);
+    }
+    for (start = now_sec(); now_sec() - start < 10;) {
+        if (send_one(&pairs[0], 0, 1, 100, 1) == UCS_OK) {
+            break;
+        }
+        progress(1, 1);
+        uct_worker_progress(side_c.worker);
+    }
+    while ((pairs[0].expected_seq < 2) && (now_sec() - start < 10)) {
+        progress(1, 1);
+        uct_worker_progress(side_c.worker);
+    }
+    ck_assert_msg(pairs[0].expected_seq == 2, "pair 0: C's message after it "
+                  "resumed did not arrive");
     ck_assert_msg(deliver_one(3, 5000), "pair 3: no message");
     ck_assert_msg(deliver_one(4, 5000), "pair 4: no second message");
+    ck_assert_msg(deliver_one(2, 5000), "pair 2: no second message");
     ck_assert_uint_eq(ep_errors_b, 1);
     ck_assert_int_eq(errors, 0);
-    for (p = 0; p < 3; ++p) {
+    for (p = 0; p < 2; ++p) {
         uct_ep_destroy(pairs[p].ep_a);
         uct_ep_destroy(pairs[p].ep_b);
         pairs[p].ep_a = pairs[p].ep_b = NULL;
     }
     close_side(&side_c);
+    teardown_pairs();
+}
+END_TEST
+
+/* B progresses alone until its clock counter reads @a phase: its next
+ * progress call is number @a phase + 1 of the clock's cycle (the clock
+ * is read, and the grant deadline checked, in the call that makes it
+ * UCT_HIPOWER_CLOCK_CALLS) */
+static void b_to_phase(unsigned phase)
+{
+    unsigned i;
+
+    for (i = 0; iface_b()->clock.calls != phase; ++i) {
+        ck_assert_uint_lt(i, UCT_HIPOWER_CLOCK_CALLS);
+        progress(0, 1);
+    }
+}
+
+/* B's pair-0 endpoint's release was answered (the run request of the
+ * release's epoch is in B's memory) */
+static int b_release_answered(void)
+{
+    uct_hipower_ep_t *ep = b_ep(0);
+
+    return hipower_run_req_action(*(volatile uint64_t*)&ep->ctrl->run_req,
+                                  ep->rx.epoch, ep->rx.ring.num_slots, 1) ==
+           HIPOWER_RUN_REQ_RELEASED;
+}
+
+/*
+ * A progresses until B's release of pair 0 is answered in B's memory. An A
+ * that went to sleep over the record is woken by B's clock tick
+ * (uct_hipower_iface_grant_wake()): while A has not adopted the release,
+ * and so cannot have answered, B progresses for a clock cycle now and
+ * then, and is brought back to @a phase.
+ */
+static void a_answers_release(unsigned phase)
+{
+    uct_hipower_ep_t *ep_a = ucs_derived_of(pairs[0].ep_a, uct_hipower_ep_t);
+    uct_hipower_ep_t *ep_b = b_ep(0);
+    double start           = now_sec();
+    unsigned i;
+
+    while (!b_release_answered()) {
+        for (i = 0; (i < 1000) && !b_release_answered(); ++i) {
+            progress(1, 0);
+        }
+        if (ep_a->tx.epoch != ep_b->rx.epoch + 1) {
+            for (i = 0; i < UCT_HIPOWER_CLOCK_CALLS; ++i) {
+                progress(0, 1);
+            }
+            b_to_phase(phase);
+        }
+        ck_assert_msg(now_sec() - start < 5, "phase %u: A did not answer "
+                      "the release", phase);
+    }
+}
+
+/*
+ * A receiver that stalls itself past UCX_HIPOWER_GRANT_TIMEOUT never fails
+ * a peer that answered in time (review b86e41e M1): the deadline is read
+ * in the progress call that reads the clock, before that call looks at the
+ * answers. The pool is short (room kept for MAX_EPS=8 endpoints), so B's
+ * endpoint has no run, and each message costs a grant (A asks) and, once
+ * B's endpoint is idle, a release. For each of the clock's 64 phases, once
+ * for a grant (loop 0) or a release (loop 1): B posts it and then calls
+ * nothing more until its clock is at that phase; A answers (its first
+ * message in the granted run, or its run request for the release) at
+ * once; B stalls for 1.6 x GRANT_TIMEOUT (no call), then progresses. No endpoint may
+ * fail; every message arrives once, in order, intact. Red (the phase
+ * whose first call reads the clock) when the deadline is checked before
+ * the answer.
+ */
+START_TEST(test_receiver_stall_every_phase)
+{
+    const int stall_grant = (_i == 0); /* Else the release */
+    const unsigned timeout_ms = 50;
+    uct_hipower_ep_t *ep;
+    uint32_t expected;
+    unsigned phase;
+    double start;
+
+    if (!small_shared_pool("receiver stall")) {
+        return;
+    }
+    setenv("UCX_HIPOWER_MAX_EPS", "8", 1);
+    setenv("UCX_HIPOWER_GRANT_TIMEOUT", "50ms", 1);
+    setup_pairs(1);
+    hold_probability = 0;
+    ep = b_ep(0);
+    /* A message, then B's idle endpoint gives its run back */
+    ck_assert_msg(deliver_one(0, 5000), "no message");
+    for (start = now_sec(); (ep->rx.ring.num_slots > 0) ||
+                            (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING);) {
+        progress(1, 1);
+        ck_assert_msg(now_sec() - start < 5, "B's idle endpoint kept its "
+                      "run of %u slots", ep->rx.ring.num_slots);
+    }
+
+    for (phase = 0; phase < UCT_HIPOWER_CLOCK_CALLS; ++phase) {
+        /* A grant: A asks, B grants and stops */
+        expected = pairs[0].expected_seq + 1;
+        ck_assert_int_eq(send_one(&pairs[0], 0, 1, 100, 1),
+                         UCS_ERR_NO_RESOURCE);
+        for (start = now_sec(); ep->rx.granted.count == 0;) {
+            progress(0, 1);
+            ck_assert_msg(now_sec() - start < 5, "phase %u: no grant",
+                          phase);
+        }
+        if (stall_grant) {
+            b_to_phase(phase);
+        }
+        /* A adopts it: its message is the new run's first */
+        for (start = now_sec(); send_one(&pairs[0], 0, 1, 100, 1) != UCS_OK;) {
+            progress(1, 0);
+            ck_assert_msg(now_sec() - start < 5, "phase %u: A cannot send "
+                          "in the run it was granted", phase);
+        }
+        for (start = now_sec(); !uct_hipower_ep_rx_granted_used(ep);) {
+            progress(1, 0);
+            ck_assert_msg(now_sec() - start < 5, "phase %u: A's message in "
+                          "the granted run did not land", phase);
+        }
+        if (stall_grant) {
+            usleep(timeout_ms * 1600); /* B stalls */
+        }
+        for (start = now_sec(); (pairs[0].expected_seq < expected) &&
+                                (ep_errors_b == 0) &&
+                                (now_sec() - start < 5);) {
+            progress(1, 1);
+        }
+        ck_assert_msg(ep_errors_b == 0, "phase %u: B failed the endpoint "
+                      "(%s) of a peer that adopted its grant at once, after "
+                      "B's own stall", phase,
+                      ucs_status_string(ep_error_status_b));
+        ck_assert_uint_eq(pairs[0].expected_seq, expected);
+        ck_assert_uint_eq(ep->rx.granted.count, 0);
+
+        /* A release: B's endpoint goes idle, B takes the run back and
+         * stops */
+        for (start = now_sec();
+             !(ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING);) {
+            progress(1, 0);
+            progress(0, 1);
+            ck_assert_msg(now_sec() - start < 5, "phase %u: no release",
+                          phase);
+        }
+        if (!stall_grant) {
+            b_to_phase(phase);
+        }
+        a_answers_release(phase);
+        if (!stall_grant) {
+            usleep(timeout_ms * 1600); /* B stalls */
+        }
+        for (start = now_sec(); (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) &&
+                                (ep_errors_b == 0) &&
+                                (now_sec() - start < 5);) {
+            progress(1, 1);
+        }
+        ck_assert_msg(ep_errors_b == 0, "phase %u: B failed the endpoint "
+                      "(%s) of a peer that answered its release at once, "
+                      "after B's own stall", phase,
+                      ucs_status_string(ep_error_status_b));
+        ck_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING));
+        ck_assert_uint_eq(ep->rx.ring.num_slots, 0);
+    }
+    printf("receiver stall after a %s answered at once, in each of the "
+           "64 phases: %u messages, no endpoint failed, %"PRIu64" deadlines "
+           "passed\n", stall_grant ? "grant" : "release",
+           pairs[0].expected_seq, iface_b()->stats.grant_timeouts);
+    ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(ep_errors_a, 0);
     teardown_pairs();
 }
 END_TEST
@@ -2240,6 +2520,7 @@ void add_conformance_tests(Suite *suite)
     CONFORMANCE_CASE(suite, async_wireup, 600);
     CONFORMANCE_CASE(suite, push_waits_for_trailer, 600);
     CONFORMANCE_CASE(suite, stopped_peer_pins_nothing, 600);
+    CONFORMANCE_LOOP_CASE(suite, receiver_stall_every_phase, 600, 2);
     CONFORMANCE_CASE(suite, rnr_stall_fails_endpoint, 600);
     CONFORMANCE_CASE(suite, silent_active_peer, 600);
     CONFORMANCE_CASE(suite, switch_storm, 600);

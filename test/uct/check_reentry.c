@@ -17,6 +17,8 @@
 #include "hipower_iface.h"
 #include "hipower_ep.h"
 
+#include <unistd.h>
+
 
 enum {
     REENTRY_PLAIN,   /* Frames of their own, HOLD_SLOTS=n */
@@ -32,7 +34,9 @@ static const char *reentry_names[] = {
 
 enum {
     ACTION_CANCEL,   /* uct_ep_flush(CANCEL) of B's endpoint of pair 0 */
-    ACTION_PROGRESS  /* B's interface and worker progressed again */
+    ACTION_PROGRESS, /* B's interface and worker progressed again */
+    ACTION_DEADLINE  /* Past the grant deadline, B's interface progressed
+                        for a clock cycle */
 };
 
 static int      action;
@@ -57,7 +61,10 @@ static ucs_status_t reentry_handler(void *arg, void *data, size_t length,
     int trigger, i;
 
     trigger = (length >= MSG_HDR_SIZE) && (hdr->pair == 0) &&
-              (hdr->seq == action_seq) && (actions_done == 0);
+              (actions_done == 0) &&
+              ((action == ACTION_DEADLINE) ?
+               (ep_of(pairs[0].ep_b)->rx.granted.count > 0) :
+               (hdr->seq == action_seq));
     status  = am_handler(arg, data, length, flags);
     if (!trigger) {
         return status;
@@ -67,6 +74,12 @@ static ucs_status_t reentry_handler(void *arg, void *data, size_t length,
     if (action == ACTION_CANCEL) {
         (void)uct_ep_flush(pairs[0].ep_b, UCT_FLUSH_FLAG_CANCEL, NULL);
         ck_assert(ep_of(pairs[0].ep_b)->flags & UCT_HIPOWER_EP_FLAG_FAILED);
+    } else if (action == ACTION_DEADLINE) {
+        action_seq = hdr->seq;
+        usleep(300000); /* 1.5 x GRANT_TIMEOUT */
+        for (i = 0; i < UCT_HIPOWER_CLOCK_CALLS; ++i) {
+            uct_iface_progress(side_b.iface);
+        }
     } else {
         for (i = 0; i < 16; ++i) {
             uct_iface_progress(side_b.iface);
@@ -264,6 +277,106 @@ START_TEST(test_handler_progresses_again)
 }
 END_TEST
 
+/*
+ * A handler's nested progress reads the clock past the grant deadline of
+ * the endpoint under walk (review b86e41e L1). Self mode, the shared pool
+ * (256 slots of which pair 0 holds 128), IDLE_TIME=inf: pair 1 is active,
+ * so pair 0 holds more than its share; A writes 100 messages into pair 0's
+ * run before B looks. B's first walk of pair 0 delivers a batch (64) and
+ * then grants a smaller run; in the next walk, the handler of pair 0's
+ * first message delivered with the grant out sleeps 1.5 x GRANT_TIMEOUT
+ * (200 ms) and progresses B's interface for a clock cycle (64 calls). The
+ * deadline must leave the runs under walk alone: no assertion, no endpoint
+ * error; every message arrives once, in order, intact, and pair 0 goes on
+ * in the run it was granted. Red (an assertion in the ring, with
+ * HOLD_SLOTS=y, or the endpoint failed) when the deadline frees the runs
+ * under the walk. Frames of their own, HOLD_SLOTS=n and y.
+ */
+START_TEST(test_handler_meets_grant_deadline)
+{
+    int variant = _i;
+    uct_hipower_ep_t *ep_b;
+    unsigned sent, spins, i;
+
+    if (!self_mode()) {
+        printf("handler meets grant deadline: runs change in self mode "
+               "only\n");
+        return;
+    }
+    setenv("UCX_HIPOWER_SLOT_SIZE", "8192", 1);
+    setenv("UCX_HIPOWER_MEM_BUDGET", "2m", 1);
+    setenv("UCX_HIPOWER_SLOTS", "128", 1);
+    setenv("UCX_HIPOWER_MIN_SLOTS", "8", 1);
+    setenv("UCX_HIPOWER_MAX_EPS", "1", 1);
+    setenv("UCX_HIPOWER_IDLE_TIME", "inf", 1);
+    setenv("UCX_HIPOWER_BUNDLE", "n", 1);
+    setenv("UCX_HIPOWER_GRANT_TIMEOUT", "200ms", 1);
+    hold_slots = (variant == REENTRY_HOLD) ? "y" : "n";
+    setup_pairs(2);
+    hold_slots = "y"; /* The fixture's */
+    hold_probability = 0;
+    action           = ACTION_DEADLINE;
+    actions_done     = 0;
+    for (i = 0; i < NUM_AM_IDS; ++i) {
+        ck_assert_int_eq(uct_iface_set_am_handler(side_b.iface, i,
+                                                  reentry_handler,
+                                                  (void*)(uintptr_t)i, 0),
+                         UCS_OK);
+    }
+    ep_b = ep_of(pairs[0].ep_b);
+    ck_assert_uint_eq(b_slots(0), 128);
+
+    /* Pair 1 active at B */
+    second_pair_goes_on(1);
+    /* Pair 0's messages land before B looks */
+    sent = 100;
+    for (i = 0; i < sent; ++i) {
+        ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(100, i % 2),
+                                  i % 2), UCS_OK);
+    }
+    for (spins = 0; spins < 1000; ++spins) {
+        progress(1, 0);
+    }
+    for (spins = 0; (pairs[0].expected_seq < sent) && (ep_errors_b == 0) &&
+                    (spins < 2000000); ++spins) {
+        progress(0, 1);
+    }
+    printf("handler meets grant deadline (%s): at message %u, %u of %u "
+           "delivered, %u endpoint errors, %"PRIu64" deadlines passed\n",
+           reentry_names[variant], action_seq, pairs[0].expected_seq, sent,
+           ep_errors_b,
+           ucs_derived_of(side_b.iface,
+                          uct_hipower_iface_t)->stats.grant_timeouts);
+    ck_assert_msg(actions_done == 1, "no message of pair 0 was delivered "
+                  "while a grant was out: the case did not happen");
+    ck_assert_int_eq(errors, 0);
+    ck_assert_msg(ep_errors_b == 0, "B's endpoint failed (%s)",
+                  ucs_status_string(ep_error_status_b));
+    ck_assert(!(ep_b->flags & UCT_HIPOWER_EP_FLAG_FAILED));
+    ck_assert_uint_eq(pairs[0].expected_seq, sent);
+    ck_assert_uint_eq(received, sent + 1);
+
+    /* A moves to the granted run; pair 0 goes on there, and so does 1 */
+    for (i = 0; i < 40; ++i) {
+        while (send_one(&pairs[0], 0, 1, fit_length(100, i % 2), i % 2) !=
+               UCS_OK) {
+            progress(1, 1);
+        }
+    }
+    for (spins = 0; (pairs[0].expected_seq < sent + 40) && (spins < 20000000);
+         ++spins) {
+        progress(1, 1);
+    }
+    ck_assert_uint_eq(pairs[0].expected_seq, sent + 40);
+    ck_assert_uint_eq(ep_b->rx.granted.count, 0);
+    ck_assert_uint_lt(ep_b->rx.ring.num_slots, 128);
+    second_pair_goes_on(40);
+    ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(ep_errors_b, 0);
+    teardown_pairs();
+}
+END_TEST
+
 void add_reentry_tests(Suite *suite)
 {
     TCase *tc;
@@ -279,5 +392,12 @@ void add_reentry_tests(Suite *suite)
     tcase_set_tags(tc, "handler_progresses_again");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_handler_progresses_again, 0, REENTRY_LAST);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("handler_meets_grant_deadline");
+    tcase_set_tags(tc, "handler_meets_grant_deadline");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_handler_meets_grant_deadline, REENTRY_PLAIN,
+                        REENTRY_HOLD + 1);
     suite_add_tcase(suite, tc);
 }

@@ -166,6 +166,9 @@ typedef struct uct_hipower_ep {
         ucs_list_link_t          holder_list;  /* In pool.idle_holders */
         ucs_list_link_t          grant_list;   /* In pool.granting */
         ucs_time_t               grant_deadline; /* Of the grant out */
+        /* Deadlines the grant out passed unanswered: its peer's device
+         * was probed each time (uct_hipower_iface_grant_deadline()) */
+        uint32_t                 grant_probes;
         struct {                               /* Granted, not yet adopted */
             void                 *slots;
             uct_hipower_window_t win;
@@ -969,8 +972,10 @@ void uct_hipower_ep_rx_run_req(uct_hipower_ep_t *ep);
  * the order they asked, as long as the pool has runs */
 void uct_hipower_iface_serve_waiters(uct_hipower_iface_t *iface);
 
-/* Receiver: fails the endpoint whose grant or release has been out
- * longer than UCX_HIPOWER_GRANT_TIMEOUT, and returns its runs */
+/* Receiver: the first grant or release out passed its deadline
+ * (UCX_HIPOWER_GRANT_TIMEOUT) unanswered: its peer's device is probed (a
+ * dead one fails the endpoint, a live one keeps its runs) and the
+ * deadline re-armed */
 void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface);
 
 /*
@@ -985,8 +990,10 @@ void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface);
  */
 void uct_hipower_iface_grant_wake(uct_hipower_iface_t *iface);
 
-/* Receiver: the peer missed a deadline: the endpoint's runs go back to the
- * pool (deregistered first) and it fails with UCS_ERR_ENDPOINT_TIMEOUT */
+/* Receiver: the peer is broken or hostile (it said for longer than
+ * GRANT_TIMEOUT that it sent messages that never came): the endpoint
+ * fails with UCS_ERR_ENDPOINT_TIMEOUT, and its runs go back to the pool
+ * once no walk uses them */
 void uct_hipower_ep_rx_timeout(uct_hipower_ep_t *ep);
 
 /*

@@ -139,7 +139,8 @@ void uct_hipower_ep_free_runs(uct_hipower_ep_t *ep)
 }
 
 /* A grant or a release went out (@a out), or was adopted or abandoned:
- * its deadline (UCX_HIPOWER_GRANT_TIMEOUT) runs from now */
+ * its deadline (UCX_HIPOWER_GRANT_TIMEOUT), when its peer's device is
+ * probed, runs from now */
 static void uct_hipower_ep_grant_out(uct_hipower_ep_t *ep, int out)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
@@ -148,9 +149,16 @@ static void uct_hipower_ep_grant_out(uct_hipower_ep_t *ep, int out)
         ucs_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_GRANT_OUT));
         ep->rx.grant_deadline = uct_hipower_clock_now() +
                                 iface->config.grant_timeout;
+        ep->rx.grant_probes   = 0;
         ucs_list_add_tail(&iface->pool.granting, &ep->rx.grant_list);
         ep->flags |= UCT_HIPOWER_EP_FLAG_GRANT_OUT;
     } else if (!out && (ep->flags & UCT_HIPOWER_EP_FLAG_GRANT_OUT)) {
+        /* Callers end a release after this: the flag still says */
+        if ((ep->rx.grant_probes > 0) &&
+            (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING)) {
+            ucs_assert(iface->pool.num_overdue > 0);
+            --iface->pool.num_overdue;
+        }
         ucs_list_del(&ep->rx.grant_list);
         ep->flags &= ~UCT_HIPOWER_EP_FLAG_GRANT_OUT;
     }
@@ -424,7 +432,10 @@ static int uct_hipower_ep_rx_release(uct_hipower_ep_t *ep)
  * Peers wait for a run and none is free: take runs back from endpoints
  * that are idle, longest idle first (an endpoint that went idle while the
  * pool was not short kept its run, and may never go idle again), one more
- * only while fewer are coming back than peers wait.
+ * only while fewer are coming back than peers wait. A release past its
+ * deadline is not counted as coming back: its peer computes (it keeps the
+ * run until it adopts the release) or is dead (its probe fails it), and
+ * the waiters are served from the next idle holder meanwhile.
  */
 static void uct_hipower_iface_reclaim_idle(uct_hipower_iface_t *iface)
 {
@@ -432,7 +443,9 @@ static void uct_hipower_iface_reclaim_idle(uct_hipower_iface_t *iface)
 
     ucs_list_for_each_safe(ep, tmp, &iface->pool.idle_holders,
                            rx.holder_list) {
-        if (iface->pool.num_releasing >= iface->pool.num_waiting) {
+        ucs_assert(iface->pool.num_overdue <= iface->pool.num_releasing);
+        if (iface->pool.num_releasing - iface->pool.num_overdue >=
+            iface->pool.num_waiting) {
             return;
         }
         /* One that cannot take a release now (its peer not known to be
@@ -500,6 +513,35 @@ void uct_hipower_iface_grant_wake(uct_hipower_iface_t *iface)
     }
 }
 
+/* Whether the peer answered the grant or release out: its first message
+ * in the granted run, or its run request of the release's epoch. The
+ * walk, or the run request's immediate, finishes it. */
+static int uct_hipower_ep_rx_answered(uct_hipower_ep_t *ep)
+{
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) {
+        return hipower_run_req_action(*(volatile uint64_t*)&ep->ctrl->run_req,
+                                      ep->rx.epoch, ep->rx.ring.num_slots,
+                                      1) == HIPOWER_RUN_REQ_RELEASED;
+    }
+    return uct_hipower_ep_rx_granted_used(ep);
+}
+
+/*
+ * The first grant or release out passed its deadline. A busy peer is a
+ * live peer: one that computes, or sits in a debugger, makes no UCX call
+ * and cannot adopt, but its device answers, and UCX's rc fails a
+ * connection only when the peer's device stops answering. So the peer is
+ * judged by its device: a signaled zero-length write (uct_ep_check()'s
+ * probe) completes, and the endpoint keeps the grant out (it pins only the
+ * runs of its own peer), or fails after the transport's retries, through
+ * the error handler, and its runs go back. Nothing is freed here: this
+ * may run from a handler's nested progress while the endpoint is walked
+ * (review b86e41e L1). The deadline is re-armed either way, and a release
+ * past it no longer holds back the next release for waiters
+ * (pool.num_overdue). A peer that answered already is not probed: this
+ * runs before the progress call looks at answers, so a receiver that
+ * stalled itself finds them here (review b86e41e M1).
+ */
 void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface)
 {
     uct_hipower_ep_t *ep = ucs_list_head(&iface->pool.granting,
@@ -509,17 +551,31 @@ void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface)
         return;
     }
 
-    ucs_error(UCT_HIPOWER_EP_FMT ": the peer did not %s within "
-              "UCX_HIPOWER_GRANT_TIMEOUT=%.1fs (it stopped calling progress, "
-              "or is broken or hostile): its endpoint fails, its %u slots go "
-              "back to the pool", UCT_HIPOWER_EP_ARG(ep),
+    /* To the tail, where every deadline is earlier: the head is again the
+     * first to expire */
+    ucs_list_del(&ep->rx.grant_list);
+    ep->rx.grant_deadline = iface->clock.now + iface->config.grant_timeout;
+    ucs_list_add_tail(&iface->pool.granting, &ep->rx.grant_list);
+    iface->stats.grant_timeouts++;
+    if ((ep->rx.grant_probes++ == 0) &&
+        (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING)) {
+        ++iface->pool.num_overdue;
+    }
+    if (uct_hipower_ep_rx_answered(ep)) {
+        return;
+    }
+
+    ucs_debug(UCT_HIPOWER_EP_FMT ": the peer did not %s within "
+              "UCX_HIPOWER_GRANT_TIMEOUT=%.1fs (%u times): probing its "
+              "device", UCT_HIPOWER_EP_ARG(ep),
               (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) ?
               "give back the run it was asked to release" :
-              "adopt the run it was granted and end its old one",
+              "adopt the run it was granted",
               ucs_time_to_sec(iface->config.grant_timeout),
-              uct_hipower_ep_rx_held(ep));
-    iface->stats.grant_timeouts++;
-    uct_hipower_ep_rx_timeout(ep);
+              ep->rx.grant_probes);
+    /* No room now: a signaled request is out, which probes as well, or
+     * the next deadline tries again */
+    (void)uct_hipower_ep_check(&ep->super.super, 0, NULL);
 }
 
 /* Every run the endpoint holds or granted goes back to the pool now,
@@ -545,9 +601,11 @@ static void uct_hipower_ep_rx_give_back(uct_hipower_ep_t *ep)
 
 void uct_hipower_ep_rx_timeout(uct_hipower_ep_t *ep)
 {
-    /* Its runs go back first (deregistered: a late write of the peer's
-     * fails its own connection), then the endpoint fails */
-    uct_hipower_ep_rx_give_back(ep);
+    /* The QP goes to error (a late write of the peer's fails its own
+     * connection), then its runs go back: at once, or, when a handler's
+     * nested progress got here during the endpoint's walk, when the walk
+     * ends (uct_hipower_ep_rx_leave(), review b86e41e L1); and not while
+     * the user keeps a message in them (uct_hipower_ep_rx_peer_gone()) */
     uct_hipower_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
 }
 

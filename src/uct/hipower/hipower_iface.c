@@ -97,16 +97,17 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      UCS_CONFIG_TYPE_TIME_UNITS},
 
     {"GRANT_TIMEOUT", "30s",
-     "With SHARED_POOL: how long a peer has to adopt a run it was granted, or\n"
-     "to give back one it was asked to release, and to finish its messages in\n"
-     "the old run. Until then both runs stay out of the pool, and peers that\n"
-     "wait for a run may wait behind it. Past it, that peer's endpoint fails\n"
-     "with UCS_ERR_ENDPOINT_TIMEOUT and its runs go back to the pool (a late\n"
-     "write of the peer's then fails its own connection). A peer that does\n"
-     "not call progress for longer while the pool is short is taken for\n"
-     "dead: raise it for applications that compute that long without\n"
-     "communicating, or give the pool more memory (MEM_BUDGET). 'inf': no\n"
-     "deadline.",
+     "With SHARED_POOL: how long a peer may leave a run it was granted, or one\n"
+     "it was asked to release, unanswered before its device is probed. A busy\n"
+     "peer is a live peer: one that computes and makes no UCX call keeps both\n"
+     "runs for as long as its device answers the probe (a signaled zero-length\n"
+     "write, again every GRANT_TIMEOUT), and peers that wait for a run are\n"
+     "served from other runs meanwhile. Only when the probe fails, after\n"
+     "(RETRY_COUNT + 1) x TIMEOUT, does the endpoint fail, through the error\n"
+     "handler, and its runs go back to the pool. Past this long the peer's\n"
+     "runs also stop holding back the release of other idle runs to waiters.\n"
+     "It is also how long a peer may say it sent messages that never came\n"
+     "before its endpoint fails as broken. 'inf': no deadline, no probe.",
      ucs_offsetof(uct_hipower_iface_config_t, grant_timeout),
      UCS_CONFIG_TYPE_TIME_UNITS},
 
@@ -1372,6 +1373,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->pool.num_waiting    = 0;
     self->pool.num_waiting_idle = 0;
     self->pool.num_releasing  = 0;
+    self->pool.num_overdue    = 0;
     ucs_list_head_init(&self->pool.idle_holders);
     ucs_list_head_init(&self->pool.waiters);
     self->pool.waiters_frees = 0;

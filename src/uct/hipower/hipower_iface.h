@@ -288,6 +288,9 @@ typedef struct uct_hipower_iface {
          * the active endpoints already (review L3) */
         unsigned                 num_waiting_idle;
         unsigned                 num_releasing; /* Runs being given back */
+        /* Of those, past their deadline: a peer that computes, or one
+         * whose death its probe will show; waiters do not count on them */
+        unsigned                 num_overdue;
         ucs_list_link_t          idle_holders; /* Idle eps with a run */
         /* Endpoints with a grant or a release out, oldest first: each has
          * the same time to be adopted, so only the first one's deadline
