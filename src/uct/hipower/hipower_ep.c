@@ -375,9 +375,10 @@ ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
          * the user's: nobody to tell, it goes from progress */
         return UCS_OK;
     }
-    if (uct_hipower_hold_posting_here) {
-        /* In UCX's async thread (the hold timer's post): UCP's handler
-         * must not run there (ucp_ep_set_failed() asserts it is not in
+    if (uct_hipower_hold_posting_here ||
+        ucs_async_is_from_async(iface->super.worker->async)) {
+        /* In UCX's async thread (the hold timer's post, a handshake
+         * started there, UCP's wire-up): UCP's handler must not run there (ucp_ep_set_failed() asserts it is not in
          * async; UCP itself defers with ucp_ep_set_failed_schedule()).
          * The user's next progress calls it; a process asleep in the
          * event fd wakes for it (the handshakes' eventfd is in the set),
