@@ -133,19 +133,27 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      UCS_CONFIG_TYPE_STRING},
 
     {"CONNECT_TIMEOUT", "30s",
-     "With CONNECT_TO_IFACE: how long an endpoint's handshake may take, from\n"
-     "its first use until it is connected, and how long the listener waits\n"
-     "for a peer's whole request. Past it, that endpoint fails with\n"
-     "UCS_ERR_ENDPOINT_TIMEOUT (a peer that refuses or is not there fails it\n"
-     "at once with UCS_ERR_UNREACHABLE or UCS_ERR_CONNECTION_RESET).",
+     "With CONNECT_TO_IFACE: how long an endpoint's handshake may take until\n"
+     "the peer's interface acknowledges the request (its async thread does,\n"
+     "whatever its process is doing). Past it, the endpoint fails with\n"
+     "UCS_ERR_ENDPOINT_TIMEOUT. Once acknowledged, the endpoint waits for the\n"
+     "peer's process to answer with no deadline: a busy peer is a live peer.\n"
+     "Its host is watched by TCP keepalive (idle half of this, then 3 probes\n"
+     "a sixth of it apart), so a host that vanishes fails it within about\n"
+     "this long, a process that dies at once (UCS_ERR_CONNECTION_RESET). A\n"
+     "peer that refuses or is not there fails it at once. The listener\n"
+     "closes a connection that sends no whole request within 1 s (or this,\n"
+     "if shorter).",
      ucs_offsetof(uct_hipower_iface_config_t, connect_timeout),
      UCS_CONFIG_TYPE_TIME_UNITS},
 
     {"CM_MAX_CONNS", "64",
-     "With CONNECT_TO_IFACE: handshakes of each direction under way at once\n"
-     "per interface (each holds a socket for a round trip); endpoints used\n"
-     "beyond it queue, and requests beyond it wait in the kernel's listen\n"
-     "backlog. Bounds file descriptors when thousands connect at once.",
+     "With CONNECT_TO_IFACE: handshakes of each direction in their round trip\n"
+     "(until the peer acknowledges the request) at once per interface;\n"
+     "endpoints used beyond it queue, and connections beyond it wait in the\n"
+     "kernel's listen backlog (the oldest of those that sent nothing for\n"
+     "250 ms is closed to make room). Acknowledged requests waiting for a\n"
+     "busy process do not count.",
      ucs_offsetof(uct_hipower_iface_config_t, cm_max_conns),
      UCS_CONFIG_TYPE_UINT},
 
