@@ -521,12 +521,6 @@ static void uct_hipower_cm_conn_free(uct_hipower_cm_conn_t *conn)
     }
 }
 
-/* Handshakes past their deadline: failed, for progress to report.
- * Internal endpoints: probed every CONNECT_TIMEOUT by progress, so that
- * one whose peer vanished without a goodbye (killed, or its endpoint
- * destroyed mid-handshake) goes when its QP fails, not at interface close
- * (a peer that sends on it never needs a user's endpoint here). Stops
- * when neither is left, so an idle process has no timer waking it */
 /* The deadline timer's tick: a tenth of CONNECT_TIMEOUT within [10 ms,
  * 1 s], and a quarter of the first-message deadline while a passive
  * connection is read */
@@ -540,6 +534,12 @@ static ucs_time_t uct_hipower_cm_tick(uct_hipower_iface_t *iface, int fast)
                   tick;
 }
 
+/* Handshakes past their deadline: failed, for progress to report.
+ * Internal endpoints: probed every CONNECT_TIMEOUT by progress, so that
+ * one whose peer vanished without a goodbye (killed, or its endpoint
+ * destroyed mid-handshake) goes when its QP fails, not at interface close
+ * (a peer that sends on it never needs a user's endpoint here). Stops
+ * when neither is left, so an idle process has no timer waking it */
 static void uct_hipower_cm_timer(void *arg)
 {
     uct_hipower_iface_t *iface = arg;
@@ -554,9 +554,12 @@ static void uct_hipower_cm_timer(void *arg)
 
     now = ucs_get_time();
     ucs_list_for_each_safe(conn, tmp, &iface->cm.conns, list) {
-        if (conn->queued || (conn->phase != UCT_HIPOWER_CONN_PHASE_SHORT) ||
-            (now <= conn->deadline)) {
-            /* An acked handshake waits for a live peer: no deadline */
+        if (conn->queued || (now <= conn->deadline) ||
+            ((conn->phase != UCT_HIPOWER_CONN_PHASE_SHORT) &&
+             (conn->state != UCT_HIPOWER_CONN_AWAIT))) {
+            /* An acked handshake waits for a live peer: no deadline. One
+             * told CROSSED waits for the peer's own REQ, which the peer's
+             * async thread sends whatever its process does: that one has */
             continue;
         } else if (conn->active) {
             uct_hipower_cm_conn_queue(conn, UCT_HIPOWER_CONN_ERROR, ETIMEDOUT);
@@ -1174,6 +1177,9 @@ static void uct_hipower_cm_active(uct_hipower_cm_conn_t *conn)
         ucs_error(UCT_HIPOWER_EP_FMT ": handshake with %s failed: %s%s",
                   UCT_HIPOWER_EP_ARG(ep), conn->peer_str,
                   (conn->err != ETIMEDOUT) ? strerror(conn->err) :
+                  (ep->cm.state == UCT_HIPOWER_CM_AWAIT_PEER) ?
+                  "told CROSSED, and the peer's own request did not come "
+                  "within UCX_HIPOWER_CONNECT_TIMEOUT" :
                   (conn->phase == UCT_HIPOWER_CONN_PHASE_SHORT) ?
                   "no answer within UCX_HIPOWER_CONNECT_TIMEOUT" :
                   "its host stopped answering (TCP keepalive) while it "
@@ -1207,12 +1213,13 @@ static void uct_hipower_cm_active(uct_hipower_cm_conn_t *conn)
         if (rej == HIPOWER_HS_REJ_DONE) {
             uct_hipower_cm_conn_free(conn);
         } else if (rej == HIPOWER_HS_REJ_AWAIT_PEER) {
-            /* No socket any more, the deadline stays */
+            /* No socket any more: CONNECT_TIMEOUT for the peer's REQ */
             uct_hipower_cm_conn_close_fd(conn);
             ucs_list_del(&conn->ready_list);
             --iface->cm.num_ready;
-            conn->queued = 0;
-            conn->state  = UCT_HIPOWER_CONN_AWAIT;
+            conn->queued   = 0;
+            conn->state    = UCT_HIPOWER_CONN_AWAIT;
+            conn->deadline = ucs_get_time() + iface->cm.timeout;
             ep->cm.state = UCT_HIPOWER_CM_AWAIT_PEER;
         } else {
             ucs_error(UCT_HIPOWER_EP_FMT ": %s refused the connection: %s",
