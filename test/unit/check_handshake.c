@@ -165,6 +165,48 @@ START_TEST(test_hs_reject)
 }
 END_TEST
 
+/* The acknowledgement: no addresses, no reason; one that carries either
+ * is refused, and it is never taken where another type is expected */
+START_TEST(test_hs_ack)
+{
+    hipower_hs_msg_t msg;
+    uint8_t junk[EP_LEN];
+
+    memset(junk, 0x5a, sizeof(junk));
+    hipower_hs_msg_pack(&msg, HIPOWER_HS_ACK, HIPOWER_HS_REASON_NONE,
+                        UUID_B, UUID_A, 7, junk, DEV_LEN, junk, EP_LEN);
+    ck_assert_uint_eq(msg.dev_addr_len, 0);
+    ck_assert_uint_eq(msg.ep_addr_len, 0);
+    ck_assert_uint_eq(msg.ep_addr[0], 0);
+    ck_assert_ptr_null(hipower_hs_msg_check(&msg, sizeof(msg),
+                                            1u << HIPOWER_HS_ACK, UUID_A,
+                                            0, 0));
+    /* Not where a REP or REJ is expected, nor for another interface */
+    ck_assert_ptr_nonnull(hipower_hs_msg_check(&msg, sizeof(msg),
+                                               (1u << HIPOWER_HS_REP) |
+                                               (1u << HIPOWER_HS_REJ),
+                                               UUID_A, DEV_LEN, EP_LEN));
+    ck_assert_ptr_nonnull(hipower_hs_msg_check(&msg, sizeof(msg),
+                                               1u << HIPOWER_HS_ACK, UUID_B,
+                                               0, 0));
+    msg.ep_addr_len = 1;
+    ck_assert_ptr_nonnull(hipower_hs_msg_check(&msg, sizeof(msg),
+                                               1u << HIPOWER_HS_ACK, UUID_A,
+                                               0, 0));
+    msg.ep_addr_len = 0;
+    msg.reason      = HIPOWER_HS_REASON_CROSSED;
+    ck_assert_ptr_nonnull(hipower_hs_msg_check(&msg, sizeof(msg),
+                                               1u << HIPOWER_HS_ACK, UUID_A,
+                                               0, 0));
+    /* Version 1 peers (no ACK) are refused by version */
+    msg.reason  = HIPOWER_HS_REASON_NONE;
+    msg.version = 1;
+    ck_assert_ptr_nonnull(hipower_hs_msg_check(&msg, sizeof(msg),
+                                               1u << HIPOWER_HS_ACK, UUID_A,
+                                               0, 0));
+}
+END_TEST
+
 START_TEST(test_hs_decide)
 {
     /* Self: never matched with a local endpoint */
@@ -407,6 +449,7 @@ Suite *hipower_handshake_suite(void)
     tcase_add_test(tcase, test_hs_iface_addr);
     tcase_add_test(tcase, test_hs_msg_fields);
     tcase_add_test(tcase, test_hs_reject);
+    tcase_add_test(tcase, test_hs_ack);
     tcase_add_test(tcase, test_hs_decide);
     tcase_add_test(tcase, test_hs_every_order);
     suite_add_tcase(suite, tcase);
