@@ -560,6 +560,8 @@ static void raw_pack(hipower_hs_msg_t *msg, uint64_t src, uint64_t dst,
 }
 
 static unsigned raw_acks; /* ACKs raw_request() skipped */
+/* Where raw_request() connects from: 0.0.0.0 (any), or an impostor's IP */
+static struct in_addr raw_source;
 
 /* A raw TCP client of B's listener: sends @a len bytes of @a msg, then
  * reads the answer (up to 128 bytes, after any ACK) or EOF; returns the
@@ -576,6 +578,9 @@ static ssize_t raw_request(const hipower_hs_iface_addr_t *addr,
     ck_assert_int_ge(fd, 0);
     memset(&sin, 0, sizeof(sin));
     sin.sin_family = AF_INET;
+    sin.sin_addr   = raw_source;
+    ck_assert_msg(bind(fd, (struct sockaddr*)&sin, sizeof(sin)) == 0,
+                  "bind to %s: %m", inet_ntoa(raw_source));
     sin.sin_port   = addr->port;
     memcpy(&sin.sin_addr, addr->ip, 4);
     ret = connect(fd, (struct sockaddr*)&sin, sizeof(sin));
@@ -1076,6 +1081,81 @@ START_TEST(test_connect_stranger_requests)
 }
 END_TEST
 
+/*
+ * A stranger sends, from another host than A's address, a well-formed
+ * request under A's interface id and A's first pair number, before A
+ * connects. B's user's endpoint to A must not take that connection (its
+ * messages would go to the stranger): it connects by itself, and A's real
+ * endpoint pairs with it, both ways, every message checked (review M4).
+ */
+START_TEST(test_connect_impostor)
+{
+    hipower_hs_iface_addr_t addr_a, addr_b;
+    uct_hipower_device_addr_t dev;
+    uct_hipower_ep_addr_t ep_addr;
+    hipower_hs_msg_t msg, ans;
+    uct_hipower_iface_t *ib;
+    uct_ep_params_t params;
+    uct_ep_h target;
+    ssize_t got;
+
+    connect_setup("2s", NULL);
+    ib = hiface(&side_b);
+    iface_address(&side_a, &addr_a);
+    iface_address(&side_b, &addr_b);
+
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+    params.iface      = side_a.iface;
+    ck_assert_int_eq(uct_ep_create(&params, &target), UCS_OK);
+    memset(&dev, 0, sizeof(dev));
+    ck_assert_int_eq(uct_iface_get_device_address(side_a.iface,
+                                                  (uct_device_addr_t*)&dev),
+                     UCS_OK);
+    ck_assert_int_eq(uct_ep_get_address(target, (uct_ep_addr_t*)&ep_addr),
+                     UCS_OK);
+
+    /* Another host than A's: B's own (the rig's two netdevs), or another
+     * loopback address when both listen on lo (the simulator) */
+    if (memcmp(addr_a.ip, addr_b.ip, 4)) {
+        memcpy(&raw_source, addr_b.ip, 4);
+    } else {
+        raw_source.s_addr = htonl(0x7f000002);
+    }
+    raw_pack(&msg, addr_a.uuid, addr_b.uuid, sizeof(dev), sizeof(ep_addr));
+    msg.conn_sn = 0;
+    memcpy(msg.dev_addr, &dev, sizeof(dev));
+    memcpy(msg.ep_addr, &ep_addr, sizeof(ep_addr));
+    got = raw_request(&addr_b, &msg, sizeof(msg), &ans);
+    raw_source.s_addr = htonl(INADDR_ANY);
+    ck_assert_int_eq(got, sizeof(ans));
+    ck_assert_uint_eq(ans.type, HIPOWER_HS_REP);
+    ck_assert_uint_eq(ib->cm.num_internal, 1);
+
+    /* B's user: an endpoint of its own, not the stranger's */
+    ck_assert_int_eq(ep_to_iface(&side_b, &side_a, &addr_a, &pairs[1].ep_a),
+                     UCS_OK);
+    ck_assert_int_eq(hep(pairs[1].ep_a)->cm.state, UCT_HIPOWER_CM_IDLE);
+    ck_assert_uint_eq(ib->stats.cm_foreign, 1);
+    ck_assert_uint_eq(ib->stats.cm_adopted, 0);
+
+    /* A's real first endpoint to B pairs with it, both ways */
+    ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &addr_b, &pairs[0].ep_a),
+                     UCS_OK);
+    num_pairs = 2;
+    send_retrying(0, 10);
+    wait_received(10);
+    send_retrying(1, 10);
+    wait_received(20);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+    ck_assert_uint_eq(hep(pairs[1].ep_a)->peer.qp_num,
+                      hep(pairs[0].ep_a)->txqp.qp->qp_num);
+    destroy_pairs(0, 2);
+    uct_ep_destroy(target);
+    connect_teardown();
+}
+END_TEST
+
 void add_connect_tests(Suite *suite)
 {
     TCase *tcase = tcase_create("connect");
@@ -1094,5 +1174,6 @@ void add_connect_tests(Suite *suite)
     tcase_add_test(tcase, test_connect_acked_then_gone);
     tcase_add_test(tcase, test_connect_idle_flood);
     tcase_add_test(tcase, test_connect_stranger_requests);
+    tcase_add_test(tcase, test_connect_impostor);
     suite_add_tcase(suite, tcase);
 }

@@ -680,10 +680,10 @@ static ucs_status_t uct_hipower_cm_connect(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     ucs_async_context_t *async = iface->super.worker->async;
-    struct sockaddr_storage ss;
+    struct sockaddr_storage ss, src;
     uct_hipower_cm_conn_t *conn;
     ucs_status_t status;
-    socklen_t len;
+    socklen_t len, src_len;
     int fd, one = 1;
 
     uct_hipower_cm_sockaddr(&ep->cm.peer, &ss, &len);
@@ -694,6 +694,21 @@ static ucs_status_t uct_hipower_cm_connect(uct_hipower_ep_t *ep)
         return UCS_ERR_IO_ERROR;
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (iface->cm.addr.family == ep->cm.peer.family) {
+        /* From our listener's address (any port): the peer can check that
+         * the request comes from the host our interface address names
+         * (uct_hipower_cm_same_host()) */
+        uct_hipower_cm_sockaddr(&iface->cm.addr, &src, &src_len);
+        if (src.ss_family == AF_INET) {
+            ((struct sockaddr_in*)&src)->sin_port = 0;
+        } else {
+            ((struct sockaddr_in6*)&src)->sin6_port = 0;
+        }
+        if (bind(fd, (struct sockaddr*)&src, src_len) < 0) {
+            ucs_debug(UCT_HIPOWER_EP_FMT ": handshake socket not bound to "
+                      "%s: %m", UCT_HIPOWER_EP_ARG(ep), iface->cm.addr_str);
+        }
+    }
 
     conn = uct_hipower_cm_conn_new(iface, fd, 1);
     if (conn == NULL) {
@@ -946,11 +961,30 @@ static int uct_hipower_cm_evict_silent(uct_hipower_iface_t *iface)
     return 0;
 }
 
+/* The host a passive connection came from, as an interface address
+ * without port: what a user's endpoint made later is checked against */
+static void uct_hipower_cm_source(const uct_hipower_cm_conn_t *conn,
+                                  hipower_hs_iface_addr_t *addr)
+{
+    const struct sockaddr_in *sin   = (const struct sockaddr_in*)&conn->peer_ss;
+    const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6*)
+                                      &conn->peer_ss;
+
+    if (conn->peer_ss.ss_family == AF_INET) {
+        hipower_hs_iface_addr_pack(addr, HIPOWER_HS_AF_INET, &sin->sin_addr,
+                                   0, conn->in.src_uuid);
+    } else {
+        hipower_hs_iface_addr_pack(addr, HIPOWER_HS_AF_INET6,
+                                   &sin6->sin6_addr, 0, conn->in.src_uuid);
+    }
+}
+
 /* An endpoint for a peer's REQ that no endpoint of the user's matches */
-static ucs_status_t uct_hipower_cm_ep_internal(uct_hipower_iface_t *iface,
-                                               const hipower_hs_msg_t *req,
+static ucs_status_t uct_hipower_cm_ep_internal(uct_hipower_cm_conn_t *conn,
                                                uct_hipower_ep_t **ep_p)
 {
+    uct_hipower_iface_t *iface  = conn->iface;
+    const hipower_hs_msg_t *req = &conn->in;
     uct_ep_params_t params;
     uct_hipower_ep_t *ep;
     ucs_status_t status;
@@ -975,6 +1009,7 @@ static ucs_status_t uct_hipower_cm_ep_internal(uct_hipower_iface_t *iface,
     ep->cm.state    = UCT_HIPOWER_CM_CONNECTED;
     ep->cm.peer_uuid = req->src_uuid;
     ep->cm.conn_sn   = req->conn_sn;
+    uct_hipower_cm_source(conn, &ep->cm.peer);
     ++iface->cm.num_internal;
     /* Its probes (the handshake's timer runs now: this keeps it going) */
     uct_hipower_cm_timer_start(iface);
@@ -1075,7 +1110,7 @@ static void uct_hipower_cm_passive(uct_hipower_cm_conn_t *conn)
                                uct_hipower_cm_local(ep));
     switch (action) {
     case HIPOWER_HS_ACCEPT_NEW:
-        status = uct_hipower_cm_ep_internal(iface, req, &ep);
+        status = uct_hipower_cm_ep_internal(conn, &ep);
         if (status != UCS_OK) {
             uct_hipower_cm_refuse(conn, "no endpoint can be created",
                                   HIPOWER_HS_REASON_NO_RESOURCE);
@@ -1756,6 +1791,18 @@ int uct_hipower_cm_ep_leads_to(const uct_hipower_ep_t *ep,
            (peer->uuid == ep->cm.peer_uuid);
 }
 
+/* Whether @a source (where a request came from) is the host of the
+ * interface address @a addr: active sides bind their handshake sockets to
+ * their listener's address (uct_hipower_cm_connect()), so an honest peer's
+ * request comes from the IP its interface address holds */
+static int uct_hipower_cm_same_host(const hipower_hs_iface_addr_t *source,
+                                    const hipower_hs_iface_addr_t *addr)
+{
+    return (source->family == addr->family) &&
+           !memcmp(source->ip, addr->ip,
+                   (addr->family == HIPOWER_HS_AF_INET) ? 4 : 16);
+}
+
 ucs_status_t uct_hipower_ep_create(const uct_ep_params_t *params,
                                    uct_ep_h *ep_p)
 {
@@ -1794,10 +1841,24 @@ ucs_status_t uct_hipower_ep_create(const uct_ep_params_t *params,
     if (peer->uuid != iface->cm.addr.uuid) {
         elem = ucs_conn_match_get_elem(&iface->cm.match, &peer->uuid, sn,
                                        UCS_CONN_MATCH_QUEUE_UNEXP, 1);
+        ep = (elem == NULL) ? NULL :
+             ucs_container_of(elem, uct_hipower_ep_t, cm.elem);
+        if ((ep != NULL) && !uct_hipower_cm_same_host(&ep->cm.peer, peer)) {
+            /* The request came from another host than the address the user
+             * has for that interface (UCP's, trusted): someone who knew
+             * the peer's id took its pair first. Never the user's: it is
+             * closed, and the user's endpoint connects by itself (M4). */
+            ep->cm.matched = 0;
+            iface->stats.cm_foreign++;
+            ucs_warn(UCT_HIPOWER_EP_FMT ": a request from another host than "
+                     "interface %016" PRIx64 "'s address took its endpoint %"
+                     PRIu64 " first; closed, not given to the user",
+                     UCT_HIPOWER_EP_ARG(ep), peer->uuid, sn);
+            uct_hipower_ep_set_failed(ep, UCS_ERR_REJECTED);
+            elem = NULL;
+        }
         if (elem != NULL) {
             /* The peer connected it already: it is the user's now */
-            ep              = ucs_container_of(elem, uct_hipower_ep_t,
-                                               cm.elem);
             ep->cm.matched  = 0;
             ep->cm.internal = 0;
             ep->cm.peer     = *peer;

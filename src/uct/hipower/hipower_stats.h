@@ -107,6 +107,9 @@
                             request within 1 s, or to make room */ \
     _f(cm_silent_evicted) /* Internal endpoints whose peer never wrote, \
                             closed to make room for a request at the cap */ \
+    _f(cm_foreign)       /* Internal endpoints not given to the user: \
+                            their request came from another host than \
+                            the peer's interface address */ \
     _f(cm_polls)         /* Handshake sockets polled by progress (a \
                             system call each) */ \
     _f(cm_probes)        /* Probes of internal endpoints (a peer that \
