@@ -1524,6 +1524,11 @@ START_TEST(test_bundle_timer_post_fails)
     unsetenv("UCX_HIPOWER_BUNDLE_HOLD_TIME");
     hold_probability = 0;
     ep = ep_of(pairs[0].ep_a);
+    /* The timer runs under the worker's async lock: held, no tick can post
+     * the bundle before the post is made to fail (on a loaded machine the
+     * 1 ms hold time passed between the sends and the swap, the timer's
+     * post went through, and nothing failed: the flake of issue 50) */
+    UCS_ASYNC_BLOCK(side_a.async);
     for (i = 0; i < 3; ++i) {
         ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(16, 0), 0),
                          UCS_OK);
@@ -1536,6 +1541,7 @@ START_TEST(test_bundle_timer_post_fails)
     error_handler_purges  = 1;
     error_handler_returns = 0;
     ctx->ops.post_send    = post_send_fails;
+    UCS_ASYNC_UNBLOCK(side_a.async);
     deadline              = now_sec() + 120;
     /* The timer's post failed the endpoint, and that post ended */
     while ((!(*(volatile uint32_t*)&ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
