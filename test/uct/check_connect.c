@@ -983,6 +983,40 @@ START_TEST(test_connect_idle_flood)
 }
 END_TEST
 
+/* A stranger's request carries a real endpoint's addresses (A's), so that
+ * it passes every check and gets an endpoint at B */
+typedef struct {
+    uct_hipower_device_addr_t dev;
+    uct_hipower_ep_addr_t     ep;
+} stranger_addrs_t;
+
+static uct_ep_h stranger_endpoint(stranger_addrs_t *addrs)
+{
+    uct_ep_params_t params;
+    uct_ep_h target;
+
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+    params.iface      = side_a.iface;
+    ck_assert_int_eq(uct_ep_create(&params, &target), UCS_OK);
+    memset(addrs, 0, sizeof(*addrs));
+    ck_assert_int_eq(uct_iface_get_device_address(side_a.iface,
+                                                  (uct_device_addr_t*)
+                                                  &addrs->dev), UCS_OK);
+    ck_assert_int_eq(uct_ep_get_address(target, (uct_ep_addr_t*)&addrs->ep),
+                     UCS_OK);
+    return target;
+}
+
+static void stranger_pack(hipower_hs_msg_t *msg, uint64_t src, uint64_t dst,
+                          uint64_t conn_sn, const stranger_addrs_t *addrs)
+{
+    raw_pack(msg, src, dst, sizeof(addrs->dev), sizeof(addrs->ep));
+    msg->conn_sn = conn_sn;
+    memcpy(msg->dev_addr, &addrs->dev, sizeof(addrs->dev));
+    memcpy(msg->ep_addr, &addrs->ep, sizeof(addrs->ep));
+}
+
 /*
  * Well-formed requests from a stranger: 32 with a valid layout (a real
  * endpoint's addresses) and distinct conn_sn. Internal endpoints stay
@@ -993,8 +1027,7 @@ END_TEST
 START_TEST(test_connect_stranger_requests)
 {
     hipower_hs_iface_addr_t addr_b;
-    uct_hipower_device_addr_t dev;
-    uct_hipower_ep_addr_t ep_addr;
+    stranger_addrs_t addrs;
     hipower_hs_msg_t msg, ans;
     uct_hipower_iface_t *ib;
     uct_ep_params_t params;
@@ -1014,25 +1047,11 @@ START_TEST(test_connect_stranger_requests)
     ck_assert_uint_le(ib->config.eps_possible, 16);
     iface_address(&side_b, &addr_b);
 
-    /* The stranger's addresses: a real endpoint of A's */
-    memset(&params, 0, sizeof(params));
-    params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
-    params.iface      = side_a.iface;
-    ck_assert_int_eq(uct_ep_create(&params, &target), UCS_OK);
-    memset(&dev, 0, sizeof(dev));
-    ck_assert_int_eq(uct_iface_get_device_address(side_a.iface,
-                                                  (uct_device_addr_t*)&dev),
-                     UCS_OK);
-    ck_assert_int_eq(uct_ep_get_address(target, (uct_ep_addr_t*)&ep_addr),
-                     UCS_OK);
+    target = stranger_endpoint(&addrs);
 
     raw_acks = 0;
     for (i = 0; i < 32; ++i) {
-        raw_pack(&msg, 0x5eed0000beefull, addr_b.uuid, sizeof(dev),
-                 sizeof(ep_addr));
-        msg.conn_sn = i;
-        memcpy(msg.dev_addr, &dev, sizeof(dev));
-        memcpy(msg.ep_addr, &ep_addr, sizeof(ep_addr));
+        stranger_pack(&msg, 0x5eed0000beefull, addr_b.uuid, i, &addrs);
         got = raw_request(&addr_b, &msg, sizeof(msg), &ans);
         ck_assert_int_eq(got, sizeof(ans));
         ck_assert_uint_eq(ans.conn_sn, i);
@@ -1052,15 +1071,14 @@ START_TEST(test_connect_stranger_requests)
                       32 - ib->cm.num_internal);
 
     /* B's user still gets endpoints */
-    params.iface = side_b.iface;
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+    params.iface      = side_b.iface;
     ck_assert_int_eq(uct_ep_create(&params, &mine), UCS_OK);
     uct_ep_destroy(mine);
 
     /* Our own id from a stranger's connection: refused, nothing made */
-    raw_pack(&msg, addr_b.uuid, addr_b.uuid, sizeof(dev), sizeof(ep_addr));
-    msg.conn_sn = 1000;
-    memcpy(msg.dev_addr, &dev, sizeof(dev));
-    memcpy(msg.ep_addr, &ep_addr, sizeof(ep_addr));
+    stranger_pack(&msg, addr_b.uuid, addr_b.uuid, 1000, &addrs);
     i   = ib->cm.num_internal;
     got = raw_request(&addr_b, &msg, sizeof(msg), &ans);
     ck_assert_int_eq(got, sizeof(ans));
@@ -1091,11 +1109,9 @@ END_TEST
 START_TEST(test_connect_impostor)
 {
     hipower_hs_iface_addr_t addr_a, addr_b;
-    uct_hipower_device_addr_t dev;
-    uct_hipower_ep_addr_t ep_addr;
+    stranger_addrs_t addrs;
     hipower_hs_msg_t msg, ans;
     uct_hipower_iface_t *ib;
-    uct_ep_params_t params;
     uct_ep_h target;
     ssize_t got;
 
@@ -1104,16 +1120,7 @@ START_TEST(test_connect_impostor)
     iface_address(&side_a, &addr_a);
     iface_address(&side_b, &addr_b);
 
-    memset(&params, 0, sizeof(params));
-    params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
-    params.iface      = side_a.iface;
-    ck_assert_int_eq(uct_ep_create(&params, &target), UCS_OK);
-    memset(&dev, 0, sizeof(dev));
-    ck_assert_int_eq(uct_iface_get_device_address(side_a.iface,
-                                                  (uct_device_addr_t*)&dev),
-                     UCS_OK);
-    ck_assert_int_eq(uct_ep_get_address(target, (uct_ep_addr_t*)&ep_addr),
-                     UCS_OK);
+    target = stranger_endpoint(&addrs);
 
     /* Another host than A's: B's own (the rig's two netdevs), or another
      * loopback address when both listen on lo (the simulator) */
@@ -1122,10 +1129,7 @@ START_TEST(test_connect_impostor)
     } else {
         raw_source.s_addr = htonl(0x7f000002);
     }
-    raw_pack(&msg, addr_a.uuid, addr_b.uuid, sizeof(dev), sizeof(ep_addr));
-    msg.conn_sn = 0;
-    memcpy(msg.dev_addr, &dev, sizeof(dev));
-    memcpy(msg.ep_addr, &ep_addr, sizeof(ep_addr));
+    stranger_pack(&msg, addr_a.uuid, addr_b.uuid, 0, &addrs);
     got = raw_request(&addr_b, &msg, sizeof(msg), &ans);
     raw_source.s_addr = htonl(INADDR_ANY);
     ck_assert_int_eq(got, sizeof(ans));
