@@ -130,6 +130,10 @@ unsigned uct_hipower_cm_poll(struct uct_hipower_iface *iface);
 /* Finished handshakes, doomed endpoints, due probes: from progress */
 unsigned uct_hipower_cm_progress(struct uct_hipower_iface *iface);
 
+/* Wakes a process asleep in the interface's event fd (the eventfd is in
+ * its set with the listener on) for news that progress will handle */
+void uct_hipower_cm_signal(struct uct_hipower_iface *iface);
+
 /* UCS_ERR_BUSY if handshakes wait for progress; drains the eventfd */
 ucs_status_t uct_hipower_cm_arm(struct uct_hipower_iface *iface);
 

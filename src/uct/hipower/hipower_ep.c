@@ -26,7 +26,6 @@
 #include <ucs/sys/string.h>
 #include <ucs/type/class.h>
 #include <string.h>
-#include <sys/eventfd.h>
 
 
 /* The modes of UCX_HIPOWER_NOTIFY, by value (the configuration table
@@ -385,11 +384,7 @@ ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
          * and arm says busy meanwhile. */
         ep->err_due = status;
         __atomic_fetch_add(&iface->tx.failures_due, 1, __ATOMIC_SEQ_CST);
-        if ((iface->cm.epfd >= 0) && (iface->cm.event_fd >= 0) &&
-            (eventfd_write(iface->cm.event_fd, 1) < 0)) {
-            ucs_debug("hipower %s: eventfd write failed: %m",
-                      iface->dev_name);
-        }
+        uct_hipower_cm_signal(iface);
         return UCS_OK;
     }
     return uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
