@@ -918,6 +918,99 @@ START_TEST(test_connect_acked_then_gone)
 }
 END_TEST
 
+/* Accepts one connection of A's and closes it unread, as a listener
+ * closes an idle one (its first-message deadline, or to make room) */
+static void raw_accept_close(int lfd)
+{
+    double deadline = now_sec() + CONNECT_WAIT_SEC;
+    int fd;
+
+    fcntl(lfd, F_SETFL, O_NONBLOCK);
+    while ((fd = accept(lfd, NULL, NULL)) < 0) {
+        ck_assert_int_eq(errno, EAGAIN);
+        progress(1, 0);
+        ck_assert_msg(now_sec() < deadline, "A did not connect (again)");
+    }
+    close(fd);
+}
+
+/*
+ * The peer's listener closes A's connection before it read the request
+ * (what an overloaded peer's guard against idle strangers does to a real
+ * request, seen on the rig): nothing was taken, so A connects again, with
+ * the same request, within the first connection's deadline; after the
+ * ACK it waits as usual. A listener that closes every one fails the
+ * endpoint after UCT_HIPOWER_CM_ATTEMPTS (4) connections, not in a loop.
+ */
+START_TEST(test_connect_closed_unread)
+{
+    hipower_hs_iface_addr_t addr_a, addr_b, fake;
+    hipower_hs_msg_t req, ack;
+    uct_hipower_iface_t *ia;
+    double end;
+    int lfd, fd, i;
+
+    connect_setup("10s", NULL);
+    ia = hiface(&side_a);
+    iface_address(&side_a, &addr_a);
+    iface_address(&side_b, &addr_b);
+    lfd = raw_listener(&addr_b, &fake);
+    ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &fake, &pairs[0].ep_a),
+                     UCS_OK);
+    num_pairs = 1;
+    (void)send_one(&pairs[0], 0, 0, MSG_HDR_SIZE, 0);
+    for (i = 0; i < 3; ++i) {
+        raw_accept_close(lfd);
+    }
+    fd = raw_accept_req(lfd, &req);
+    ck_assert_msg(ep_errors_a == 0, "A's endpoint failed (%s) when the "
+                  "listener closed its connection unread",
+                  ucs_status_string(ep_error_status));
+    ck_assert_uint_eq(req.type, HIPOWER_HS_REQ);
+    ck_assert_uint_eq(req.src_uuid, addr_a.uuid);
+    ck_assert_uint_eq(ia->stats.cm_retried, 3);
+    ck_assert_uint_eq(ia->stats.cm_requests, 4);
+
+    memset(&ack, 0, sizeof(ack));
+    ack.magic    = HIPOWER_HS_MAGIC;
+    ack.version  = HIPOWER_HS_VERSION;
+    ack.type     = HIPOWER_HS_ACK;
+    ack.length   = HIPOWER_HS_MSG_SIZE;
+    ack.src_uuid = fake.uuid;
+    ack.dst_uuid = addr_a.uuid;
+    ack.conn_sn  = req.conn_sn;
+    ck_assert_int_eq(send(fd, &ack, sizeof(ack), MSG_NOSIGNAL), sizeof(ack));
+    end = now_sec() + 0.5;
+    while (now_sec() < end) {
+        progress(1, 0);
+    }
+    ck_assert_uint_eq(ep_errors_a, 0);
+    /* Acknowledged: a close now is the peer's end, no new attempt */
+    close(fd);
+    wait_error_a(0, 10);
+    ck_assert_int_eq(ep_error_status, UCS_ERR_CONNECTION_RESET);
+    ck_assert_uint_eq(ia->stats.cm_retried, 3);
+    uct_ep_destroy(pairs[0].ep_a);
+    pairs[0].ep_a = NULL;
+
+    /* Closed unread every time: failed at the fourth */
+    ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &fake, &pairs[0].ep_a),
+                     UCS_OK);
+    (void)send_one(&pairs[0], 0, 0, MSG_HDR_SIZE, 0);
+    for (i = 0; i < 4; ++i) {
+        raw_accept_close(lfd);
+    }
+    wait_error_a(1, 10);
+    ck_assert_int_eq(ep_error_status, UCS_ERR_CONNECTION_RESET);
+    ck_assert_uint_eq(ia->stats.cm_retried, 6);
+    ck_assert_uint_eq(ia->stats.cm_requests, 8);
+    uct_ep_destroy(pairs[0].ep_a);
+    pairs[0].ep_a = NULL;
+    close(lfd);
+    connect_teardown();
+}
+END_TEST
+
 /* A TCP connection to @a addr that sends nothing */
 static int idle_connection(const hipower_hs_iface_addr_t *addr)
 {
@@ -1176,6 +1269,7 @@ void add_connect_tests(Suite *suite)
     tcase_add_test(tcase, test_connect_vanished_peer);
     tcase_add_test(tcase, test_connect_busy_peer);
     tcase_add_test(tcase, test_connect_acked_then_gone);
+    tcase_add_test(tcase, test_connect_closed_unread);
     tcase_add_test(tcase, test_connect_idle_flood);
     tcase_add_test(tcase, test_connect_stranger_requests);
     tcase_add_test(tcase, test_connect_impostor);

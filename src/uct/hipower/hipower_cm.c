@@ -68,6 +68,10 @@
  * a scheduler slice, so a younger one is most likely a peer on its way */
 #define UCT_HIPOWER_CM_IDLE_SEC           (UCT_HIPOWER_CM_FIRST_MSG_SEC / 4)
 
+/* Connections one handshake makes, at most, when the peer's listener
+ * closes them before it read the request (uct_hipower_cm_retry()) */
+#define UCT_HIPOWER_CM_ATTEMPTS           4
+
 typedef enum {
     UCT_HIPOWER_CONN_CONNECTING,   /* Active: TCP connect under way */
     UCT_HIPOWER_CONN_SENDING,      /* Active: REQ going out */
@@ -721,6 +725,12 @@ static ucs_status_t uct_hipower_cm_connect(uct_hipower_ep_t *ep)
     conn->ep    = ep;
     conn->state = UCT_HIPOWER_CONN_CONNECTING;
     ep->cm.conn = conn;
+    if (ep->cm.attempts++ == 0) {
+        ep->cm.deadline = conn->deadline;
+    } else {
+        /* Another connection of the same handshake: the same deadline */
+        conn->deadline = ep->cm.deadline;
+    }
     iface->stats.cm_requests++;
     uct_hipower_cm_addr_str(&ep->cm.peer, conn->peer_str,
                             sizeof(conn->peer_str));
@@ -1195,6 +1205,43 @@ static ucs_status_t uct_hipower_cm_errno_status(int err)
     }
 }
 
+/*
+ * Closed by the peer before it acknowledged our request. It acknowledges
+ * a whole one at once, so it read none: nothing of ours was taken. What
+ * closes such a connection is the listener's guard against strangers (one
+ * idle past the first-message deadline, or the oldest idle one when all
+ * passive slots are taken), which a real request meets only when the
+ * peer's host is so loaded that its async thread did not read 128 bytes
+ * in time (seen on an overloaded rig). The endpoint connects again, a few
+ * times, within the first connection's deadline; a process that died
+ * answers that with ECONNREFUSED. 1 if it does.
+ */
+static int uct_hipower_cm_retry(uct_hipower_cm_conn_t *conn)
+{
+    uct_hipower_iface_t *iface = conn->iface;
+    uct_hipower_ep_t *ep       = conn->ep;
+
+    if ((conn->phase != UCT_HIPOWER_CONN_PHASE_SHORT) ||
+        ((conn->err != ECONNRESET) && (conn->err != EPIPE)) ||
+        (ep->cm.state != UCT_HIPOWER_CM_CONNECTING) ||
+        (ep->cm.attempts >= UCT_HIPOWER_CM_ATTEMPTS) ||
+        (ucs_get_time() >= ep->cm.deadline) || !iface->cm.enabled) {
+        return 0;
+    }
+
+    ucs_diag(UCT_HIPOWER_EP_FMT ": %s closed the handshake before it read "
+             "our request (its host overloaded?); connecting again (%u of "
+             "%u)", UCT_HIPOWER_EP_ARG(ep), conn->peer_str,
+             ep->cm.attempts + 1, UCT_HIPOWER_CM_ATTEMPTS);
+    iface->stats.cm_retried++;
+    /* First in the queue: the slot this connection frees is its own */
+    ucs_assert(ep->cm.listed == UCT_HIPOWER_CM_LISTED_NONE);
+    ep->cm.listed = UCT_HIPOWER_CM_LISTED_WAITING;
+    ucs_list_add_head(&iface->cm.waiting, &ep->cm.list);
+    uct_hipower_cm_conn_free(conn);
+    return 1;
+}
+
 static void uct_hipower_cm_active(uct_hipower_cm_conn_t *conn)
 {
     uct_hipower_iface_t *iface = conn->iface;
@@ -1209,6 +1256,8 @@ static void uct_hipower_cm_active(uct_hipower_cm_conn_t *conn)
         if (ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) {
             /* The peer's crossed request connected us meanwhile */
             uct_hipower_cm_conn_free(conn);
+            return;
+        } else if (uct_hipower_cm_retry(conn)) {
             return;
         }
         status = uct_hipower_cm_errno_status(conn->err);

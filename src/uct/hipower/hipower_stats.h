@@ -101,6 +101,8 @@
     _f(cm_refused)       /* Requests refused (malformed, stale, \
                             duplicate, no room, too many at once) */ \
     _f(cm_failed)        /* Our handshakes that failed an endpoint */ \
+    _f(cm_retried)       /* Our requests sent again: the peer closed the \
+                            connection before it read them */ \
     _f(cm_acked)         /* Peers' requests acknowledged at once, by the \
                             async thread (answered later by progress) */ \
     _f(cm_evicted)       /* Passive connections closed for sending no \
