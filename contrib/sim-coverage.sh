@@ -33,11 +33,22 @@ plugin=$tree/.libs/libuct_hipower.so
 
 rc=0
 echo "simulator coverage: the simulator's tests over an instrumented plugin"
-HIPOWER_PLUGIN=$plugin test/sim/run-sim > "$work/run-sim.log" 2>&1 || rc=1
+# A failed run shows what failed: Check's failure lines and the run's end
+show_failure() {
+    echo "simulator coverage: $1 failed (exit $2); its failures:"
+    grep -E ":[FE]:|FAIL|Assertion|signal|timeout" "$3" | head -40
+    echo "simulator coverage: the end of its output:"
+    tail -30 "$3"
+}
+run_rc=0
+HIPOWER_PLUGIN=$plugin test/sim/run-sim > "$work/run-sim.log" 2>&1 || run_rc=$?
 grep -E "^sim " "$work/run-sim.log"
+[ "$run_rc" = 0 ] || { rc=1; show_failure test/sim/run-sim "$run_rc" "$work/run-sim.log"; }
+run_rc=0
 HIPOWER_PLUGIN=$plugin HIPOWER_SCHED_COUNT=${HIPOWER_SCHED_COUNT:-10000} \
-    test/sim/run-schedules > "$work/run-schedules.log" 2>&1 || rc=1
+    test/sim/run-schedules > "$work/run-schedules.log" 2>&1 || run_rc=$?
 grep -E "^hipower-sched: [0-9]+ schedules|^sim schedules" "$work/run-schedules.log"
+[ "$run_rc" = 0 ] || { rc=1; show_failure test/sim/run-schedules "$run_rc" "$work/run-schedules.log"; }
 
 # gcov per unit: "Lines executed:P% of N", "Taken at least once:P% of N"
 cd "$tree" || exit 1
