@@ -866,6 +866,23 @@ static int raw_accept_req(int lfd, hipower_hs_msg_t *req)
     return fd;
 }
 
+/* The fake listener's ACK of @a req on @a fd: "answer to follow" */
+static void raw_ack(int fd, const hipower_hs_iface_addr_t *fake,
+                    const hipower_hs_msg_t *req)
+{
+    hipower_hs_msg_t ack;
+
+    memset(&ack, 0, sizeof(ack));
+    ack.magic    = HIPOWER_HS_MAGIC;
+    ack.version  = HIPOWER_HS_VERSION;
+    ack.type     = HIPOWER_HS_ACK;
+    ack.length   = HIPOWER_HS_MSG_SIZE;
+    ack.src_uuid = fake->uuid;
+    ack.dst_uuid = req->src_uuid;
+    ack.conn_sn  = req->conn_sn;
+    ck_assert_int_eq(send(fd, &ack, sizeof(ack), MSG_NOSIGNAL), sizeof(ack));
+}
+
 /*
  * The peer acknowledged and then: stays silent for 3 x CONNECT_TIMEOUT (a
  * live host whose process computes: A keeps waiting, no error), then its
@@ -875,7 +892,7 @@ static int raw_accept_req(int lfd, hipower_hs_msg_t *req)
 START_TEST(test_connect_acked_then_gone)
 {
     hipower_hs_iface_addr_t addr_a, addr_b, fake;
-    hipower_hs_msg_t req, ack;
+    hipower_hs_msg_t req;
     double end;
     int lfd, fd;
 
@@ -891,15 +908,7 @@ START_TEST(test_connect_acked_then_gone)
     ck_assert_uint_eq(req.type, HIPOWER_HS_REQ);
     ck_assert_uint_eq(req.src_uuid, addr_a.uuid);
 
-    memset(&ack, 0, sizeof(ack));
-    ack.magic    = HIPOWER_HS_MAGIC;
-    ack.version  = HIPOWER_HS_VERSION;
-    ack.type     = HIPOWER_HS_ACK;
-    ack.length   = HIPOWER_HS_MSG_SIZE;
-    ack.src_uuid = fake.uuid;
-    ack.dst_uuid = addr_a.uuid;
-    ack.conn_sn  = req.conn_sn;
-    ck_assert_int_eq(send(fd, &ack, sizeof(ack), MSG_NOSIGNAL), sizeof(ack));
+    raw_ack(fd, &fake, &req);
 
     end = now_sec() + 3.5;
     while (now_sec() < end) {
@@ -945,7 +954,7 @@ static void raw_accept_close(int lfd)
 START_TEST(test_connect_closed_unread)
 {
     hipower_hs_iface_addr_t addr_a, addr_b, fake;
-    hipower_hs_msg_t req, ack;
+    hipower_hs_msg_t req;
     uct_hipower_iface_t *ia;
     double end;
     int lfd, fd, i;
@@ -971,15 +980,7 @@ START_TEST(test_connect_closed_unread)
     ck_assert_uint_eq(ia->stats.cm_retried, 3);
     ck_assert_uint_eq(ia->stats.cm_requests, 4);
 
-    memset(&ack, 0, sizeof(ack));
-    ack.magic    = HIPOWER_HS_MAGIC;
-    ack.version  = HIPOWER_HS_VERSION;
-    ack.type     = HIPOWER_HS_ACK;
-    ack.length   = HIPOWER_HS_MSG_SIZE;
-    ack.src_uuid = fake.uuid;
-    ack.dst_uuid = addr_a.uuid;
-    ack.conn_sn  = req.conn_sn;
-    ck_assert_int_eq(send(fd, &ack, sizeof(ack), MSG_NOSIGNAL), sizeof(ack));
+    raw_ack(fd, &fake, &req);
     end = now_sec() + 0.5;
     while (now_sec() < end) {
         progress(1, 0);
