@@ -54,6 +54,46 @@ START_TEST(test_switch_run_req)
 }
 END_TEST
 
+/* The final count of a filled slot the sender left open rides in the run
+ * request of a release (bits 24..31) and in the ack word of the frame
+ * after the slot (bits 56..63), without touching the fields beside it */
+START_TEST(test_switch_fill_final)
+{
+    uint64_t req = hipower_run_req_with_fill(
+                       hipower_run_req_make(5, 0x1234, 1), 255);
+    uint64_t ack;
+
+    ck_assert_uint_eq(hipower_run_req_fill(req), 255);
+    ck_assert_uint_eq(hipower_run_req_old_end(req), 0x1234);
+    ck_assert_uint_eq((uint32_t)(req >> 32), 5);
+    ck_assert(req & HIPOWER_RUN_REQ_ASK);
+    ck_assert_int_eq(hipower_run_req_action(req, 4, 8, 1),
+                     HIPOWER_RUN_REQ_RELEASED);
+    ck_assert_int_eq(hipower_run_req_action(req, 5, 0, 0),
+                     HIPOWER_RUN_REQ_WANTS);
+    /* Said again (the ask keeps it), or replaced */
+    ck_assert_uint_eq(hipower_run_req_fill(hipower_run_req_with_fill(req, 7)),
+                      7);
+    ck_assert_uint_eq(hipower_run_req_fill(hipower_run_req_make(5, 0xffff, 1)),
+                      0);
+
+    ack = 0xfedcba98u | hipower_slot_ack_switch(0xabcd) |
+          HIPOWER_SLOT_ACK_WANTS | hipower_slot_ack_fill_final(200);
+    ck_assert_uint_eq(hipower_slot_ack_fill_count(ack), 200);
+    ck_assert_uint_eq((uint32_t)ack, 0xfedcba98u);
+    ck_assert_uint_eq(hipower_slot_ack_old_end(ack), 0xabcd);
+    ck_assert(ack & HIPOWER_SLOT_ACK_SWITCH);
+    ck_assert(ack & HIPOWER_SLOT_ACK_WANTS);
+    ck_assert_uint_eq(hipower_slot_ack_fill_count(
+                          hipower_slot_ack_switch(0xffff) |
+                          HIPOWER_SLOT_ACK_WANTS | 0xffffffffu), 0);
+    /* Every count a trailer can hold */
+    ck_assert_uint_eq(hipower_slot_ack_fill_count(
+                          hipower_slot_ack_fill_final(HIPOWER_FILL_MAX_BATCHES)),
+                      HIPOWER_FILL_MAX_BATCHES);
+}
+END_TEST
+
 /* An ask is a want from a run of no slots: the fair share if the pool has
  * it beyond the reserve, what it has beyond the reserve if less but at
  * least the mailbox (MIN_SLOTS: review L2, a waiter got 1-slot runs), the
@@ -201,6 +241,7 @@ Suite *hipower_switch_suite(void)
     tcase_add_test(tc, test_switch_at_period);
     tcase_add_test(tc, test_switch_epoch_past_2_32);
     tcase_add_test(tc, test_switch_run_req);
+    tcase_add_test(tc, test_switch_fill_final);
     tcase_add_test(tc, test_switch_grant_from_nothing);
     suite_add_tcase(s, tc);
     return s;

@@ -725,6 +725,18 @@ ucs_status_t uct_hipower_ep_send_fill_first(uct_hipower_ep_t *ep, void *data,
 ucs_status_t uct_hipower_ep_send_batch(uct_hipower_ep_t *ep, void *data,
                                        uint32_t size, uct_hipower_tx_op_t *op);
 
+/* The ack word bits of a frame that takes a slot now: the final count of
+ * batches of the peer's slot our bundles fill, if it is open (no slot was
+ * taken since it, and the run is the same), for the receiver, which takes
+ * it from this frame (hipower_slot_ack_fill_final()); 0 otherwise */
+static UCS_F_ALWAYS_INLINE uint64_t
+uct_hipower_ep_fill_final_bits(const uct_hipower_ep_t *ep)
+{
+    return ((ep->tx.fill.length != 0) &&
+            (ep->tx.ring.head == ep->tx.fill.seq + 1)) ?
+           hipower_slot_ack_fill_final(ep->tx.fill.count) : 0;
+}
+
 /* Whether the peer's slot our bundles fill takes a batch of @a size: no
  * slot was taken since it was (a take moves ring.head; a switch to a new
  * run clears the length), it has room, and its trailer can count one
@@ -1182,7 +1194,7 @@ int uct_hipower_ep_rx_ready(uct_hipower_ep_t *ep);
 /* The peer moved to another run: the filled slot at the ring's head, if
  * open, gets nothing more; delivers the rest of it and moves the ring
  * past it. Returns the messages delivered. */
-unsigned uct_hipower_ep_rx_fill_close(uct_hipower_ep_t *ep);
+unsigned uct_hipower_ep_rx_fill_close(uct_hipower_ep_t *ep, uint32_t final);
 
 /* Frames and batches delivered, mod 2^32: what the peer's announced count
  * counts (one per slot it took, one per batch it added to a filled slot) */

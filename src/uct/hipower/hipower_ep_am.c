@@ -181,6 +181,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     uct_hipower_tx_op_t *read_op = NULL;
     uint32_t seq, slot, word, data_offset, unannounced = 0;
     uint64_t slot_addr, sleep_gen                      = 0;
+    uint64_t fill_final;
     ucs_status_t status;
     unsigned nwr, msg_nwr;
     int push;
@@ -207,16 +208,19 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
                                    hipower_rx_ring_acked(&ep->rx.ring) |
                                    ep->tx.fill.ack_flags | ep->tx.ack_flags);
     } else {
-        seq         = hipower_tx_ring_take(&ep->tx.ring);
-        data_offset = hipower_slot_place(&ep->peer.placement, length);
         /* Right after the data; it acknowledges what we released of the
          * peer's messages, so that under two-way traffic the peer recycles
-         * without reading our bitmap */
+         * without reading our bitmap, and says how many batches the filled
+         * slot before it got, if that was open (before the take closes
+         * it) */
+        fill_final  = uct_hipower_ep_fill_final_bits(ep);
+        seq         = hipower_tx_ring_take(&ep->tx.ring);
+        data_offset = hipower_slot_place(&ep->peer.placement, length);
         hipower_slot_trailer_store(trailer_p, am_id,
                                    (append == UCT_HIPOWER_FILL_FIRST) ? 1 :
                                    length, seq,
                                    hipower_rx_ring_acked(&ep->rx.ring) |
-                                   ep->tx.ack_flags);
+                                   ep->tx.ack_flags | fill_final);
     }
     slot        = hipower_ring_slot(ep->tx.ring.num_slots, seq);
     slot_addr   = ep->peer.slots_addr +

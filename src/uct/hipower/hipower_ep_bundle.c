@@ -82,9 +82,12 @@ static void uct_hipower_ep_bundle_closed(uct_hipower_ep_t *ep)
 }
 
 /* The ack word bits of a run's first frame that say where the old run
- * ended (hipower_slot.h): a batch that rewrites that frame's trailer keeps
- * them */
-#define UCT_HIPOWER_FILL_ACK_KEEP  (HIPOWER_SLOT_ACK_SWITCH | (0xffffull << 32))
+ * ended, and those of the frame after a filled slot that give its final
+ * count (hipower_slot.h): a batch that rewrites that frame's trailer keeps
+ * them, so that every rewrite says the same */
+#define UCT_HIPOWER_FILL_ACK_KEEP  (HIPOWER_SLOT_ACK_SWITCH | \
+                                    (0xffffull << 32) | \
+                                    HIPOWER_SLOT_ACK_FILL_MASK)
 
 /*
  * The open bundle, two or more messages (or one, with the window:
@@ -136,7 +139,9 @@ static ucs_status_t uct_hipower_ep_bundle_fill(uct_hipower_ep_t *ep,
         return status;
     }
 
-    ack_flags = ep->tx.ack_flags; /* The frame says them once */
+    /* The frame says them once; and the count of the filled slot it
+     * closes, if one is open */
+    ack_flags = ep->tx.ack_flags | uct_hipower_ep_fill_final_bits(ep);
     status    = uct_hipower_ep_send_fill_first(ep, frame->base, size, op);
     if (status != UCS_OK) {
         return status;

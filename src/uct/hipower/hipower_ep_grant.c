@@ -717,9 +717,9 @@ static int uct_hipower_ep_rx_release_done(uct_hipower_ep_t *ep)
     }
 
     /* Its request came after everything it wrote into the run: a filled
-     * slot still open there is done */
+     * slot still open there is done, with the count the request says */
     ucs_memory_cpu_load_fence();
-    uct_hipower_ep_rx_fill_close(ep);
+    uct_hipower_ep_rx_fill_close(ep, hipower_run_req_fill(req));
     if (ep->flags & (UCT_HIPOWER_EP_FLAG_BAD_FRAME |
                      UCT_HIPOWER_EP_FLAG_FAILED)) {
         return 0; /* Fails (or gives its runs back) at the walk's end */
@@ -811,16 +811,17 @@ int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)
     ucs_memory_cpu_load_fence();
 
     /* It wrote its new run after everything it wrote into the old one: a
-     * filled slot still open there is done */
-    uct_hipower_ep_rx_fill_close(ep);
+     * filled slot still open there is done, with the count the new run's
+     * first frame says */
+    ack_word  = hipower_slot_trailer_ack_word(
+                    UCS_PTR_BYTE_OFFSET(uct_hipower_ep_rx_granted_first(ep),
+                                        layout->trailer_offset));
+    uct_hipower_ep_rx_fill_close(ep, hipower_slot_ack_fill_count(ack_word));
     if (ep->flags & (UCT_HIPOWER_EP_FLAG_BAD_FRAME |
                      UCT_HIPOWER_EP_FLAG_FAILED)) {
         return 0; /* Fails (or gives its runs back) at the walk's end */
     }
 
-    ack_word  = hipower_slot_trailer_ack_word(
-                    UCS_PTR_BYTE_OFFSET(uct_hipower_ep_rx_granted_first(ep),
-                                        layout->trailer_offset));
     remaining = (ack_word & HIPOWER_SLOT_ACK_SWITCH) ?
                 hipower_grant_old_remaining(hipower_rx_ring_taken(ring),
                                             hipower_slot_ack_old_end(ack_word),
@@ -856,6 +857,7 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uint64_t epoch             = *(volatile uint64_t*)&ep->ctrl->grant.epoch;
     uint32_t count, old_end, start;
+    uint64_t fill_final;
 
     /* The epoch landed last: the rest of the record is there */
     ucs_memory_cpu_load_fence();
@@ -878,6 +880,10 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
         return;
     }
 
+    /* A filled slot open in the old run ends here: its final count goes
+     * with what says where the old run ends (the new run's first frame,
+     * or the run request of a release) */
+    fill_final           = uct_hipower_ep_fill_final_bits(ep);
     start                = uct_hipower_seq_origin(count);
     old_end              = hipower_tx_ring_switch(&ep->tx.ring, count, start);
     ep->tx.fill.length   = 0; /* Nothing more into the old run */
@@ -891,7 +897,9 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
         ep->tx.epoch        = epoch;
         ep->tx.threshold    = 1;
         ep->tx.ack_flags    = 0;
-        ep->tx.run_req      = hipower_run_req_make(epoch, old_end, 0);
+        ep->tx.run_req      = hipower_run_req_with_fill(
+                                  hipower_run_req_make(epoch, old_end, 0),
+                                  hipower_slot_ack_fill_count(fill_final));
         ep->flags          |= UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE;
         iface->stats.runs_adopted++;
         uct_hipower_ep_tx_run_req(ep);
@@ -904,7 +912,7 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
                                    iface->config.recycle_threshold));
     /* The next message, the new run's first, says where the old
      * run's messages end (the grant answered any want of ours) */
-    ep->tx.ack_flags     = hipower_slot_ack_switch(old_end);
+    ep->tx.ack_flags     = hipower_slot_ack_switch(old_end) | fill_final;
     iface->stats.runs_adopted++;
 }
 
@@ -950,9 +958,11 @@ ucs_status_t uct_hipower_ep_tx_run_req(uct_hipower_ep_t *ep)
 
 void uct_hipower_ep_tx_ask(uct_hipower_ep_t *ep)
 {
-    uint64_t req = hipower_run_req_make(ep->tx.epoch,
-                                        hipower_run_req_old_end(
-                                                ep->tx.run_req), 1);
+    uint64_t req = hipower_run_req_with_fill(
+                       hipower_run_req_make(ep->tx.epoch,
+                                            hipower_run_req_old_end(
+                                                    ep->tx.run_req), 1),
+                       hipower_run_req_fill(ep->tx.run_req));
 
     if (req != ep->tx.run_req) {
         ep->tx.run_req  = req; /* Once per epoch */

@@ -297,8 +297,8 @@ uct_hipower_ep_rx_bundle(uct_hipower_ep_t *ep, const void *frame,
  * then adds nothing).
  */
 
-/* Delivers the batches of the filled slot at @a slot_base that @a trailer
- * (its key matched, a count of batches) counts beyond the
+/* Delivers the batches of the filled slot at @a slot_base that the count
+ * @a batches (its trailer's, key matched, or the final one) says beyond the
  * ep->rx.fill_walked walked (ep->rx.fill_done bytes); adds the messages
  * delivered to *count_p. Returns HIPOWER_FILL_END, or HIPOWER_FILL_BEHIND
  * if the count is below what was walked (an older write placed again:
@@ -306,13 +306,12 @@ uct_hipower_ep_rx_bundle(uct_hipower_ep_t *ep, const void *frame,
  * endpoint as any bad frame (what came before it stays delivered). */
 static hipower_fill_status_t
 uct_hipower_ep_rx_fill_walk(uct_hipower_ep_t *ep, char *slot_base,
-                            hipower_slot_trailer_t trailer, uint32_t seq,
-                            uint32_t slot, int hold, unsigned *count_p)
+                            uint32_t batches, uint32_t seq, uint32_t slot,
+                            int hold, unsigned *count_p)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     const uint32_t trailer_offset = iface->config.layout.trailer_offset;
     const uint8_t *top         = (const uint8_t*)slot_base + trailer_offset;
-    uint32_t batches           = (uint32_t)trailer;
     hipower_fill_status_t status;
     const uint8_t *records;
     uint32_t records_length, size;
@@ -352,41 +351,55 @@ uct_hipower_ep_rx_fill_walk(uct_hipower_ep_t *ep, char *slot_base,
 }
 
 /* Whether the frame after message @a seq in slot @a slot has arrived: then
- * nothing more is written into @a slot */
+ * nothing more is written into @a slot, and *@a final_p is the final count
+ * of batches that frame says @a slot got (0: it does not say) */
 static int uct_hipower_ep_rx_fill_next_arrived(uct_hipower_ep_t *ep,
-                                               uint32_t seq, uint32_t slot)
+                                               uint32_t seq, uint32_t slot,
+                                               uint32_t *final_p)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uint32_t num_slots         = ep->rx.ring.num_slots;
     uint32_t next_slot         = (slot + 1 == num_slots) ? 0 : slot + 1;
     uint32_t next_seq          = seq + 1;
+    char *next_base;
 
+    *final_p = 0;
     if (num_slots == 1) {
         return 1; /* Its sender never fills a run of one slot */
     }
     if (hipower_ring_seq_at_period(num_slots, next_seq)) {
         next_seq = 0;
     }
-    return hipower_slot_trailer_is(
-            *hipower_slot_mark((char*)ep->rx.slots +
-                               (size_t)next_slot * iface->config.layout.stride,
-                               &iface->config.layout),
-            next_seq);
+    next_base = (char*)ep->rx.slots +
+                (size_t)next_slot * iface->config.layout.stride;
+    if (!hipower_slot_trailer_is(*hipower_slot_mark(next_base,
+                                                    &iface->config.layout),
+                                 next_seq)) {
+        return 0;
+    }
+    /* Its ack word landed with its mark; every rewrite of it (a batch, a
+     * replay) says the same count */
+    ucs_memory_cpu_load_fence();
+    *final_p = hipower_slot_ack_fill_count(
+            hipower_slot_trailer_ack_word(
+                    next_base + iface->config.layout.trailer_offset));
+    return 1;
 }
 
 /*
  * The filled slot of message @a seq at the ring's head, whose @a trailer
  * (read once, its key matched) says it is one: delivers what it covers
  * beyond what was delivered. Returns 1 if the slot is done -- final, or
- * @a close (the peer moved to another run), or bad -- and the caller
- * releases it and moves the ring on; 0 if it stays open for more batches.
+ * @a close (the peer moved to another run; @a final, if not 0, the final
+ * count of batches its move said), or bad -- and the caller releases it
+ * and moves the ring on; 0 if it stays open for more batches.
  * Adds the messages delivered to *count_p. @a hold: HOLD_SLOTS, each
  * message a copy its handler may keep (the slot is not held for it).
  */
 static UCS_F_NOINLINE int
 uct_hipower_ep_rx_fill(uct_hipower_ep_t *ep, char *slot_base, uint32_t seq,
                        uint32_t slot, hipower_slot_trailer_t trailer,
-                       int close, int hold, unsigned *count_p)
+                       int close, uint32_t final, int hold, unsigned *count_p)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
@@ -398,21 +411,42 @@ uct_hipower_ep_rx_fill(uct_hipower_ep_t *ep, char *slot_base, uint32_t seq,
      * slot is never failed for it, and one that stays so stalls only its
      * sender (or the endpoint fails for a real reason). */
     if (!hipower_slot_trailer_is_fill(trailer) ||
-        (uct_hipower_ep_rx_fill_walk(ep, slot_base, trailer, seq, slot, hold,
-                                     count_p) == HIPOWER_FILL_BEHIND)) {
+        (uct_hipower_ep_rx_fill_walk(ep, slot_base, (uint32_t)trailer, seq,
+                                     slot, hold, count_p) ==
+         HIPOWER_FILL_BEHIND)) {
         return 0;
     }
     if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
         goto done;
     }
-    if (!close && !uct_hipower_ep_rx_fill_next_arrived(ep, seq, slot)) {
+    if (!close && !uct_hipower_ep_rx_fill_next_arrived(ep, seq, slot,
+                                                       &final)) {
         return 0; /* The sender may add to it */
     }
 
     /* Final: everything the sender wrote into it landed before what said
-     * so (its next frame, or its move to another run): the trailer once
-     * more, for batches that came since it was read */
+     * so (its next frame, or its move to another run). How many batches:
+     * what said so says it too, written once after the slot's last write
+     * (a replay writes it again the same). The trailer may say fewer
+     * while a replay of its older writes lands (docs/protocol.md 2.2). */
     ucs_memory_cpu_load_fence();
+    if (final != 0) {
+        if (ucs_unlikely(final < ep->rx.fill_walked)) {
+            ucs_error(UCT_HIPOWER_EP_FMT ": filled slot %u (message %u) "
+                      "from the peer: its next frame says %u batches, %u "
+                      "were delivered; a broken or hostile peer, the "
+                      "endpoint fails", UCT_HIPOWER_EP_ARG(ep), slot, seq,
+                      final, ep->rx.fill_walked);
+            uct_hipower_ep_iface(ep)->stats.bad_slots++;
+            ep->flags |= UCT_HIPOWER_EP_FLAG_BAD_FRAME;
+        } else {
+            (void)uct_hipower_ep_rx_fill_walk(ep, slot_base, final, seq,
+                                              slot, hold, count_p);
+        }
+        goto done;
+    }
+    /* An older peer's next frame: the trailer once more, for batches that
+     * came since it was read */
     trailer = *hipower_slot_mark(slot_base, &iface->config.layout);
     if (!hipower_slot_trailer_is(trailer, seq)) {
         uct_hipower_ep_rx_bad_slot(ep, trailer, seq, slot);
@@ -420,8 +454,9 @@ uct_hipower_ep_rx_fill(uct_hipower_ep_t *ep, char *slot_base, uint32_t seq,
     }
     ucs_memory_cpu_load_fence();
     if (!hipower_slot_trailer_is_fill(trailer) ||
-        (uct_hipower_ep_rx_fill_walk(ep, slot_base, trailer, seq, slot, hold,
-                                     count_p) == HIPOWER_FILL_BEHIND)) {
+        (uct_hipower_ep_rx_fill_walk(ep, slot_base, (uint32_t)trailer, seq,
+                                     slot, hold, count_p) ==
+         HIPOWER_FILL_BEHIND)) {
         return 0; /* Not yet, as above: read again at the next progress */
     }
 
@@ -436,11 +471,12 @@ done:
 /*
  * The ring's head is a filled slot still open (ep->rx.fill_done): what the
  * sender added since, and whether it is done now; @a close: the peer moved
- * to another run. Moves the ring past it when done. Returns the messages
- * delivered.
+ * to another run, saying @a final (0: not said). Moves the ring past it
+ * when done. Returns the messages delivered.
  */
 static UCS_F_NOINLINE unsigned
-uct_hipower_ep_rx_fill_resume(uct_hipower_ep_t *ep, int close, int hold)
+uct_hipower_ep_rx_fill_resume(uct_hipower_ep_t *ep, int close,
+                              uint32_t final, int hold)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     hipower_rx_ring_t *ring    = &ep->rx.ring;
@@ -462,7 +498,7 @@ uct_hipower_ep_rx_fill_resume(uct_hipower_ep_t *ep, int close, int hold)
     }
     ucs_memory_cpu_load_fence();
     if (uct_hipower_ep_rx_fill(ep, slot_base, seq, slot, trailer, close,
-                               hold, &count)) {
+                               final, hold, &count)) {
         hipower_rx_ring_advance(ring);
         hipower_rx_ring_release(ring, slot);
     }
@@ -478,6 +514,7 @@ static int uct_hipower_ep_rx_fill_ready(uct_hipower_ep_t *ep)
     uint32_t slot              = hipower_ring_slot(ring->num_slots,
                                                    ring->head);
     hipower_slot_trailer_t trailer;
+    uint32_t final;
 
     trailer = *hipower_slot_mark((char*)ep->rx.slots +
                                  (size_t)slot * iface->config.layout.stride,
@@ -487,13 +524,13 @@ static int uct_hipower_ep_rx_fill_ready(uct_hipower_ep_t *ep)
     return !hipower_slot_trailer_is(trailer, ring->head) ||
            (hipower_slot_trailer_is_fill(trailer) &&
             ((uint32_t)trailer > ep->rx.fill_walked)) ||
-           uct_hipower_ep_rx_fill_next_arrived(ep, ring->head, slot);
+           uct_hipower_ep_rx_fill_next_arrived(ep, ring->head, slot, &final);
 }
 
-unsigned uct_hipower_ep_rx_fill_close(uct_hipower_ep_t *ep)
+unsigned uct_hipower_ep_rx_fill_close(uct_hipower_ep_t *ep, uint32_t final)
 {
     return (ep->rx.fill_done != 0) ?
-           uct_hipower_ep_rx_fill_resume(ep, 1,
+           uct_hipower_ep_rx_fill_resume(ep, 1, final,
                                          uct_hipower_ep_iface(ep)->
                                                  config.hold_slots) : 0;
 }
@@ -578,7 +615,7 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
         if (self && iface->config.bundle_fill &&
             ((unsigned)(trailer >> 32 & 0xff) == HIPOWER_SLOT_AM_FILL)) {
             if (!uct_hipower_ep_rx_fill(ep, slot_base, seq, slot, trailer, 0,
-                                        hold, &fill_count)) {
+                                        0, hold, &fill_count)) {
                 break; /* Open: the sender may add to it */
             }
             hipower_rx_ring_advance(ring);
@@ -750,7 +787,7 @@ static unsigned uct_hipower_ep_rx_progress_self(uct_hipower_ep_t *ep)
                    hipower_slot_trailer_is_fill(trailer)) {
             /* Batches of bundles, counted as they are walked */
             if (!uct_hipower_ep_rx_fill(ep, slot_base, seq + i, slot, trailer,
-                                        0, 0, &fill_count)) {
+                                        0, 0, 0, &fill_count)) {
                 break; /* Open: the ring stays at it */
             }
             --iface->stats.rx_msgs;
@@ -789,7 +826,7 @@ uct_hipower_ep_rx_progress_self_mode(uct_hipower_ep_t *ep, int hold)
 
     /* The ring's head is a filled slot the sender may still add to */
     if (ucs_unlikely(ep->rx.fill_done != 0)) {
-        count = uct_hipower_ep_rx_fill_resume(ep, 0, hold);
+        count = uct_hipower_ep_rx_fill_resume(ep, 0, 0, hold);
         if ((ep->rx.fill_done != 0) ||
             (ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
             return count;

@@ -162,10 +162,26 @@ static inline int hipower_grant_old_remaining(uint32_t delivered,
  * it). A sender without a run that has something to send writes the same
  * word with the ask bit, once per epoch: the receiver grants it a run
  * when the pool has one, or when one comes back. The word:
- * bits 63..32 the sender's run epoch, bit 16 ask, bits 15..0 where its
+ * bits 63..32 the sender's run epoch, bits 31..24 the final count of
+ * batches of a filled slot it left open in that run (0: none; see
+ * hipower_slot_ack_fill_final()), bit 16 ask, bits 15..0 where its
  * messages in its last run ended.
  */
-#define HIPOWER_RUN_REQ_ASK  (1ull << 16)
+#define HIPOWER_RUN_REQ_ASK        (1ull << 16)
+#define HIPOWER_RUN_REQ_FILL_SHIFT 24
+#define HIPOWER_RUN_REQ_FILL_MASK  (0xffull << HIPOWER_RUN_REQ_FILL_SHIFT)
+
+/* @a req saying the final count @a fill of a filled slot left open */
+static inline uint64_t hipower_run_req_with_fill(uint64_t req, uint32_t fill)
+{
+    return (req & ~HIPOWER_RUN_REQ_FILL_MASK) |
+           ((uint64_t)(uint8_t)fill << HIPOWER_RUN_REQ_FILL_SHIFT);
+}
+
+static inline uint32_t hipower_run_req_fill(uint64_t req)
+{
+    return (uint8_t)(req >> HIPOWER_RUN_REQ_FILL_SHIFT);
+}
 
 static inline uint64_t hipower_run_req_make(uint32_t epoch, uint16_t old_end,
                                             int ask)

@@ -34,7 +34,10 @@
  *     bit  48      HIPOWER_SLOT_ACK_WANTS: the sender found its run full
  *                  since its last message (it asks for a larger one)
  *     bit  49      HIPOWER_SLOT_ACK_SWITCH
- *     bits 50..63  reserved, 0
+ *     bits 50..55  reserved, 0
+ *     bits 56..63  in the frame after a filled slot of the sender's (the
+ *                  ring's next slot, or a new run's first), that slot's
+ *                  final count of batches (hipower_fill.h); 0 otherwise
  * (docs/protocol.md, section 9.2: runs granted from a shared pool)
  *   mark word (last, read with one load):
  *     bits  0..31  length of the AM data (for am_short: 8-byte header + payload)
@@ -115,6 +118,24 @@ static inline int hipower_slot_trailer_is_fill(uint64_t trailer)
 /* Ack word flags (bits 32..63, see above) */
 #define HIPOWER_SLOT_ACK_WANTS         (1ull << 48)
 #define HIPOWER_SLOT_ACK_SWITCH        (1ull << 49)
+
+/* The ack word bits of the frame after a filled slot: its final count of
+ * batches, 1 to HIPOWER_FILL_MAX_BATCHES; the receiver takes it from there,
+ * not from the slot's trailer, which a responder that executes duplicate
+ * WRITEs again may show with an older count (docs/protocol.md 2.2) */
+#define HIPOWER_SLOT_ACK_FILL_SHIFT    56
+#define HIPOWER_SLOT_ACK_FILL_MASK     (0xffull << HIPOWER_SLOT_ACK_FILL_SHIFT)
+
+static inline uint64_t hipower_slot_ack_fill_final(uint32_t count)
+{
+    return (uint64_t)(uint8_t)count << HIPOWER_SLOT_ACK_FILL_SHIFT;
+}
+
+/* The final count of the filled slot before, or 0 if it was none */
+static inline uint32_t hipower_slot_ack_fill_count(uint64_t ack_word)
+{
+    return (uint8_t)(ack_word >> HIPOWER_SLOT_ACK_FILL_SHIFT);
+}
 
 /* The ack word's upper half in the first message of a new run, whose old
  * run ends before sequence @a old_end */
