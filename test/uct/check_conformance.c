@@ -2573,6 +2573,33 @@ static void set_link(const char *netdev, const char *updown)
     ck_assert_msg(system(cmd) == 0, "'%s' failed", cmd);
 }
 
+void port_link_down(const side_t *side, char *netdev, size_t max)
+{
+    char dev[64];
+
+    snprintf(dev, sizeof(dev), "%s", side->dev);
+    dev[strcspn(dev, ":")] = '\0';
+    port_netdev(dev, netdev, max);
+    ck_assert_msg(netdev[0] != '\0', "no netdev under %s", dev);
+    printf("port down: %s (%s)\n", dev, netdev);
+    fflush(stdout);
+    set_link(netdev, "down");
+}
+
+void port_link_up(const side_t *side, const char *netdev)
+{
+    char dev[64];
+    double start;
+
+    snprintf(dev, sizeof(dev), "%s", side->dev);
+    dev[strcspn(dev, ":")] = '\0';
+    set_link(netdev, "up");
+    for (start = now_sec(); !port_active(dev) && (now_sec() - start < 30);) {
+        usleep(100000);
+    }
+    ck_assert_msg(port_active(dev), "%s did not come back", dev);
+}
+
 /*
  * A device event: A's port goes down (its netdev is set down, as a cable
  * pull would), with two endpoints connected and idle. The device reports
@@ -2583,7 +2610,7 @@ static void set_link(const char *netdev, const char *updown)
  */
 START_TEST(test_port_down)
 {
-    char dev[64], netdev[64];
+    char netdev[64];
     unsigned i, spins;
     double start;
 
@@ -2597,25 +2624,14 @@ START_TEST(test_port_down)
     }
     ck_assert_uint_eq(received, 10);
 
-    snprintf(dev, sizeof(dev), "%s", side_a.dev);
-    dev[strcspn(dev, ":")] = '\0';
-    port_netdev(dev, netdev, sizeof(netdev));
-    ck_assert_msg(netdev[0] != '\0', "no netdev under %s", dev);
-    printf("port down: %s (%s)\n", dev, netdev);
-    fflush(stdout);
-
-    set_link(netdev, "down");
+    port_link_down(&side_a, netdev, sizeof(netdev));
     start = now_sec();
     while ((ep_errors_a < 2) && (now_sec() - start < 10)) {
         progress(1, 1);
     }
     printf("port down: %u of 2 endpoints failed in %.2f s: %s\n", ep_errors_a,
            now_sec() - start, ucs_status_string(ep_error_status));
-    set_link(netdev, "up");
-    for (start = now_sec(); !port_active(dev) && (now_sec() - start < 30);) {
-        usleep(100000);
-    }
-    ck_assert_msg(port_active(dev), "%s did not come back", dev);
+    port_link_up(&side_a, netdev);
 
     ck_assert_uint_eq(ep_errors_a, 2);
     ck_assert_int_eq(ep_error_status, UCS_ERR_UNREACHABLE);
@@ -2635,5 +2651,6 @@ void add_port_down_test(Suite *suite)
     tcase = tcase_create("port_down");
     tcase_set_timeout(tcase, 120);
     tcase_add_test(tcase, test_port_down);
+    add_connect_port_down_tests(tcase);
     suite_add_tcase(suite, tcase);
 }

@@ -48,39 +48,53 @@ static unsigned timer_calls(timer_test_t *t)
  * finds a tick expired, never before the first tick or after stop */
 START_TEST(test_timer_poll_mode)
 {
+    const ucs_time_t tick = ucs_time_from_msec(20);
     ucs_async_context_t *async;
     timer_test_t t = {0};
+    unsigned before, calls;
+    ucs_time_t t0;
 
     ck_assert_int_eq(ucs_async_context_create(UCS_ASYNC_MODE_POLL, &async),
                      UCS_OK);
-    uct_hipower_timer_init(&t.timer, async, ucs_time_from_msec(20),
-                           timer_test_cb, &t);
+    uct_hipower_timer_init(&t.timer, async, tick, timer_test_cb, &t);
     ck_assert_int_eq(uct_hipower_timer_state(&t.timer),
                      UCT_HIPOWER_TIMER_IDLE);
 
+    /* The asserts on "no new tick" hold only if the poll came within a
+     * tick: on a loaded machine (the test command's parallel lanes) a
+     * poll may come later, and then one more call is right */
+    t0 = ucs_get_time();
     ck_assert_int_eq(uct_hipower_timer_start(&t.timer), UCS_OK);
     ck_assert_int_eq(uct_hipower_timer_state(&t.timer),
                      UCT_HIPOWER_TIMER_RUNNING);
     ucs_async_poll(async);
-    ck_assert_uint_eq(t.calls, 0);          /* No tick yet */
+    if (ucs_get_time() - t0 < tick) {
+        ck_assert_uint_eq(t.calls, 0);      /* No tick yet */
+    }
     ck_assert_int_ge(t.timer.fd, 0);
     ck_assert_int_eq(t.timer.efd, -1);      /* The timerfd alone */
 
     usleep(70000);                          /* Three ticks: one call */
+    before = t.calls;
     ucs_async_poll(async);
-    ck_assert_uint_eq(t.calls, 1);
+    ck_assert_uint_eq(t.calls, before + 1);
+    t0 = ucs_get_time();
     ucs_async_poll(async);
-    ck_assert_uint_eq(t.calls, 1);
+    if (ucs_get_time() - t0 < tick) {
+        ck_assert_uint_eq(t.calls, before + 1);
+    }
+    ck_assert_uint_le(t.calls, before + 2);
+    calls = t.calls;
 
     uct_hipower_timer_stop(&t.timer);
     usleep(50000);
     ucs_async_poll(async);
-    ck_assert_uint_eq(t.calls, 1);          /* Stopped: no tick */
+    ck_assert_uint_eq(t.calls, calls);      /* Stopped: no tick */
 
     ck_assert_int_eq(uct_hipower_timer_start(&t.timer), UCS_OK);
     usleep(30000);
     ucs_async_poll(async);
-    ck_assert_uint_eq(t.calls, 2);
+    ck_assert_uint_eq(t.calls, calls + 1);
     ck_assert_uint_eq(t.timer.starts, 2);
 
     uct_hipower_timer_cleanup(&t.timer);
