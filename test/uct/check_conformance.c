@@ -2573,7 +2573,9 @@ static void set_link(const char *netdev, const char *updown)
     ck_assert_msg(system(cmd) == 0, "'%s' failed", cmd);
 }
 
-void port_link_down(const side_t *side, char *netdev, size_t max)
+/* The link under @a side's device down (its netdev named in @a netdev),
+ * and up again, waiting for the port */
+static void port_link_down(const side_t *side, char *netdev, size_t max)
 {
     char dev[64];
 
@@ -2586,7 +2588,7 @@ void port_link_down(const side_t *side, char *netdev, size_t max)
     set_link(netdev, "down");
 }
 
-void port_link_up(const side_t *side, const char *netdev)
+static void port_link_up(const side_t *side, const char *netdev)
 {
     char dev[64];
     double start;

@@ -211,10 +211,6 @@ void add_bundle_tests(Suite *suite);
  * progress, then progresses alone until no bundle is open */
 void bundle_burst(unsigned first, unsigned n);
 void add_port_down_test(Suite *suite);
-/* check_conformance.c: the link under @a side's device down (its netdev
- * named in @a netdev), and up again, waiting for the port (rig only) */
-void port_link_down(const side_t *side, char *netdev, size_t max);
-void port_link_up(const side_t *side, const char *netdev);
 /* check_connect.c: its cases that set a link down, into port_down */
 void add_connect_port_down_tests(TCase *tcase);
 void add_many_peers_test(Suite *suite);
