@@ -1,16 +1,16 @@
 #!/bin/bash
 # The test command: installs every dependency, builds hipower with -Werror,
 # runs the Check unit tests (make check, the simulated device's tests and random
-# schedules among them), the simulator's coverage of the transport
-# (contrib/sim-coverage.sh) and the tests on a real verbs stack (make
+# schedules among them) and the tests on a real verbs stack (make
 # rig-check: Soft-RoCE in a QEMU guest, or RDMA hardware if present; UCX's
 # gtest suite among them). Against UCX 1.22.0 as well: in a second lane,
 # from the build on, hipower builds for it (contrib/build-for-ucx.sh, which
 # builds that UCX release from its source archive once per machine) and so
 # does UCX's own UCT gtest suite (once per machine, contrib/ucx-gtest.sh),
 # at the lowest priority; then that version's rig tests that go through
-# UCX's API (test/rig-tests/run-other-ucx), its unit tests and UCX's gtest
-# suite run beside the main rig. HIPOWER_OTHER_UCX="1.18.1 1.22.0" picks
+# UCX's API (test/rig-tests/run-other-ucx), its unit tests, the simulator's
+# coverage of the transport (contrib/sim-coverage.sh) and UCX's gtest suite
+# run beside the main rig. HIPOWER_OTHER_UCX="1.18.1 1.22.0" picks
 # versions, "" skips them.
 # Exits non-zero if anything fails; ends with "total: N passed, N failed".
 set -u -o pipefail
@@ -35,13 +35,16 @@ other_versions=${HIPOWER_OTHER_UCX-1.22.0}
 # UCT gtest suite (once per machine) build at the lowest priority, on the
 # core the unit tests and then the main rig leave; then, at normal
 # priority, the other versions' rig tests (beside the gtest suite's
-# build), their unit tests, and UCX's gtest suite in a rig. Its rigs start
+# build), their unit tests, the simulator's coverage (off the main lane's
+# path to its rig, which is the run's longest), and UCX's gtest suite in a
+# rig. Its rigs start
 # once the main lane has built what they run (lane2.go), and each runs
 # beside the main rig: two rigs of about one core each. A failed build is
 # not the end: the other tests still run, the gtest rig test reports the
 # suite as failed. Its output follows the main lane's.
 rm -f other-ucx-build-* other-ucx-check-* other-ucx-rig.rc gtest-build.rc \
-      gtest-rig.rc lane2.go
+      gtest-rig.rc lane2.go sim-coverage.rc
+: > sim-coverage.log
 : > other-ucx-tests.log
 (other_builds=()
  for v in $other_versions; do
@@ -72,6 +75,12 @@ rm -f other-ucx-build-* other-ucx-check-* other-ucx-rig.rc gtest-build.rc \
          2> "other-ucx-check-$v.log"
      echo $? > "other-ucx-check-$v.rc"
  done
+ # How much of the transport the simulated device reaches alone: the
+ # simulator's tests again over a gcov-instrumented plugin (docs/sim.md);
+ # 2,000 random schedules (make check ran 10,000 over the plugin itself)
+ HIPOWER_SCHED_COUNT=${HIPOWER_COVERAGE_SCHED_COUNT:-2000} \
+     contrib/sim-coverage.sh > sim-coverage.log 2>&1
+ echo $? > sim-coverage.rc
  wait "$gtest_build_pid"
  make -s rig-check-gtest > gtest-rig.log 2>&1
  echo $? > gtest-rig.rc) &
@@ -92,14 +101,6 @@ export HIPOWER_DEB=$deb
 stage "unit tests (make check)"
 make -s check 2>&1 | tee unit-tests.log
 unit_rc=${PIPESTATUS[0]}
-
-# How much of the transport the simulated device reaches alone: the
-# simulator's tests again over a gcov-instrumented plugin (docs/sim.md);
-# 2,000 random schedules (make check ran 10,000 over the plugin itself)
-stage "simulator coverage (contrib/sim-coverage.sh)"
-HIPOWER_SCHED_COUNT=${HIPOWER_COVERAGE_SCHED_COUNT:-2000} \
-    contrib/sim-coverage.sh 2>&1 | tee sim-coverage.log
-coverage_rc=${PIPESTATUS[0]}
 
 stage "rig tests (make rig-check-main; beside it the second lane: UCX ${other_versions:-(none)} and UCX's gtest suite)"
 make -s rig-check-deps > rig-deps.log 2>&1 || cat rig-deps.log
@@ -122,6 +123,9 @@ for v in $other_versions; do
 done
 cat gtest-build.log
 gtest_build_rc=$(cat gtest-build.rc 2> /dev/null || echo 1)
+echo "--- the simulator's coverage of the transport (contrib/sim-coverage.sh)"
+cat sim-coverage.log
+coverage_rc=$(cat sim-coverage.rc 2> /dev/null || echo 1)
 echo "--- other UCX versions' rig tests"
 cat other-ucx-tests.log
 if [ ${#other_builds[@]} -gt 0 ]; then
@@ -189,8 +193,16 @@ layers_line=$(sed -n 's/^hipower layers: \(.*\)/\1/p' unit-tests.log | tail -1)
 echo "layout: ${layers_line:-not checked} (test/layers/check-layers)"
 coverage_line=$(sed -n 's/^simulator coverage: \([0-9.]*% of .*\)/\1/p' sim-coverage.log | tail -1)
 echo "simulator coverage: ${coverage_line:-not measured} (exit $coverage_rc)"
+# CI keeps only the end of what this prints: a failure's own lines go here
+why() { grep -E "$1" "$2" 2> /dev/null | grep -vE "$3" | head -12 | sed 's/^/    why: /'; }
+# a test that failed there and passed when run again alone, named (rc 0)
+grep '^simulator coverage: flaky: ' sim-coverage.log | cut -c1-600 | sed 's/^/    /'
+[ "$coverage_rc" = 0 ] || why ':[FE]:|failed \(exit|printed no summary|no verdict|Failures: [1-9]|Errors: [1-9]|did not build|under the|failed again' \
+    sim-coverage.log 'flaky: '
+[ "$unit_rc" = 0 ] || why ':[FE]:|^FAIL|^ERROR|Failures: [1-9]|Errors: [1-9]' unit-tests.log '^$'
 echo "Debian package: $([ "$deb_rc" = 0 ] && echo "$(basename "$deb"), lintian: $(sed -n 's/^deb-build: lintian: //p' deb-build.log)" || echo "contrib/deb-build.sh failed (exit $deb_rc)")"
 echo "rig tests:  $r_pass passed, $r_fail failed (make rig-check exit $rig_rc)"
+[ "$rig_rc" = 0 ] || why '^(FAIL|ERROR)[: ]|:[FE]:|  FAIL|not ok' rig-tests.log '^$'
 # UCX's own UCT suite (one of the rig tests), in gtest's counts
 gtest_line=$(sed -n 's/^ *\(gtest: [0-9]* passed, .*\)/\1/p' rig-tests.log | tail -1)
 echo "UCX UCT ${gtest_line:-gtest: did not run}"
