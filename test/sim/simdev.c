@@ -126,10 +126,6 @@ typedef struct sim_swr {
     uint64_t             pieces_done;
     uint64_t             stride, start;
     uint64_t             cut;   /* Torn: where the current packet splits */
-    /* Replay placement: the WRITE's bytes as posted, what a replay of it
-     * carries (a requester resends what it sent, not what the buffer
-     * holds once the first try completed) */
-    uint8_t              *snapshot;
 } sim_swr_t;
 
 /*
@@ -1108,8 +1104,6 @@ static void sim_swr_free(sim_swr_t *swr)
 {
     free(swr->inline_data);
     swr->inline_data = NULL;
-    free(swr->snapshot);
-    swr->snapshot    = NULL;
 }
 
 static void sim_cq_push(sim_cq_t *cq, const struct ibv_wc *wc);
@@ -1319,29 +1313,6 @@ static int sim_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
                 length += wr->sg_list[i].length;
             }
             swr->inline_len = length;
-        }
-
-        if ((sim.placement == SIM_PLACE_REPLAY) &&
-            ((wr->opcode == IBV_WR_RDMA_WRITE) ||
-             (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM))) {
-            for (i = 0, length = 0; i < wr->num_sge; ++i) {
-                length += wr->sg_list[i].length;
-            }
-            swr->snapshot = malloc(length ? length : 1);
-            if (swr->snapshot == NULL) {
-                ret = ENOMEM;
-                break;
-            }
-            if (swr->inline_data != NULL) {
-                memcpy(swr->snapshot, swr->inline_data, length);
-            } else {
-                for (i = 0, length = 0; i < wr->num_sge; ++i) {
-                    memcpy(swr->snapshot + length,
-                           (void*)(uintptr_t)wr->sg_list[i].addr,
-                           wr->sg_list[i].length);
-                    length += wr->sg_list[i].length;
-                }
-            }
         }
 
         ++qp->sq_count;
@@ -1732,13 +1703,25 @@ static int sim_place_ahead(sim_qp_t *qp, sim_qp_t *resp)
     return 1;
 }
 
-/* Replay placement: the WRITE at the head of @a qp, placed whole, joins
- * the QP's open lost-ACK window, or opens one now and then */
+/*
+ * Replay placement: the WRITE at the head of @a qp, placed whole just now,
+ * joins the QP's open lost-ACK window, or opens one now and then. What its
+ * replay carries is copied now: the bytes it was placed with, which its
+ * local buffer held when it executed. Not when it was posted: a WRITE
+ * behind a fence, or behind a READ into its buffer, is sent with what the
+ * READ brought (a copy at posting made uct_iface_fence() look broken:
+ * iface_fence_orders_get_then_put, "stale == 1"). A requester resends
+ * what it sent; the buffer is the user's again only after the completion,
+ * which the window holds until after the replay.
+ */
 static void sim_replay_add(sim_qp_t *qp, sim_swr_t *swr, uint64_t length)
 {
     sim_replay_write_t *write;
+    uint64_t offset;
+    uint8_t *data;
+    int k;
 
-    if ((length == 0) || (swr->snapshot == NULL)) {
+    if (length == 0) {
         return;
     }
     if (qp->replay.count == 0) {
@@ -1748,12 +1731,24 @@ static void sim_replay_add(sim_qp_t *qp, sim_swr_t *swr, uint64_t length)
         qp->replay.due = sim.stats.steps + 1 +
                          sim_rand() % SIM_REPLAY_DELAY;
     }
+    data = malloc(length);
+    if (data == NULL) {
+        return; /* Acknowledged after all */
+    }
+    if (swr->inline_data != NULL) {
+        memcpy(data, swr->inline_data, length);
+    } else {
+        for (k = 0, offset = 0; k < swr->wr.num_sge; ++k) {
+            memcpy(data + offset, (void*)(uintptr_t)swr->sge[k].addr,
+                   swr->sge[k].length);
+            offset += swr->sge[k].length;
+        }
+    }
     write         = &qp->replay.writes[qp->replay.count++];
     write->addr   = swr->wr.wr.rdma.remote_addr;
     write->rkey   = swr->wr.wr.rdma.rkey;
     write->length = (uint32_t)length;
-    write->data   = swr->snapshot;
-    swr->snapshot = NULL;
+    write->data   = data;
 }
 
 /*
