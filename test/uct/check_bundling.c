@@ -281,6 +281,7 @@ START_TEST(test_bundle_window_deadline)
     enum { N = 40 };
     uct_hipower_iface_t *ia;
     ucs_time_t deadline;
+    unsigned attempt;
     uint64_t bells;
 
     if (pull_mode()) {
@@ -291,8 +292,26 @@ START_TEST(test_bundle_window_deadline)
     }
 
     setenv("UCX_HIPOWER_BUNDLE_HOLD_TIME", "2ms", 1);
-    bells = window_burst("2", N);
-    ia    = iface_of(&side_a);
+    /* The timer is tested only if the burst ends with a bundle held (or
+     * the timer posted one already): a send that sees the completion of
+     * the frame in flight posts the open bundle itself, and on a loaded
+     * machine the last send can leave nothing held (seen: tx_hold_posts
+     * == 0, every message delivered). Then the burst is tried again. */
+    for (attempt = 0; ; ++attempt) {
+        bells = window_burst("2", N);
+        ia    = iface_of(&side_a);
+        if ((ia->tx.bundles_open > 0) || (ia->stats.tx_hold_posts > 0)) {
+            break;
+        }
+        ck_assert_msg(attempt < 4, "in 5 bursts of %d messages the send "
+                      "path posted every bundle itself: none was left for "
+                      "the hold timer", N);
+        printf("bundle window deadline: burst %u left nothing held, again\n",
+               attempt + 1);
+        progress_until_received(N + 1, 0, 1);
+        ck_assert_uint_eq(received, N + 1);
+        teardown_pairs();
+    }
     /* The window held messages (the timer may have posted some already) */
     ck_assert_uint_lt(bells, N);
 
