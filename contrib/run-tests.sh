@@ -102,7 +102,7 @@ stage "unit tests (make check)"
 make -s check 2>&1 | tee unit-tests.log
 unit_rc=${PIPESTATUS[0]}
 
-stage "rig tests (make rig-check-main; beside it the second lane: UCX ${other_versions:-(none)} and UCX's gtest suite)"
+stage "rig tests (make rig-check-main; beside it the second lane: UCX ${other_versions:-(none)}, the simulator's coverage and UCX's gtest suite)"
 make -s rig-check-deps > rig-deps.log 2>&1 || cat rig-deps.log
 touch lane2.go
 make -s rig-check-main 2>&1 | tee rig-tests.log
