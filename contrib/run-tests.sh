@@ -194,9 +194,9 @@ echo "layout: ${layers_line:-not checked} (test/layers/check-layers)"
 coverage_line=$(sed -n 's/^simulator coverage: \([0-9.]*% of .*\)/\1/p' sim-coverage.log | tail -1)
 echo "simulator coverage: ${coverage_line:-not measured} (exit $coverage_rc)"
 # CI keeps only the end of what this prints: a failure's own lines go here
-why() { grep -E "$1" "$2" 2> /dev/null | grep -vE "$3" | head -12 | sed 's/^/    why: /'; }
+why() { grep -a -E "$1" "$2" 2> /dev/null | grep -a -vE "$3" | head -12 | sed 's/^/    why: /'; }
 # a test that failed there and passed when run again alone, named (rc 0)
-grep '^simulator coverage: flaky: ' sim-coverage.log | cut -c1-600 | sed 's/^/    /'
+grep -a '^simulator coverage: flaky: ' sim-coverage.log | cut -c1-600 | sed 's/^/    /'
 [ "$coverage_rc" = 0 ] || why ':[FE]:|failed \(exit|printed no summary|no verdict|Failures: [1-9]|Errors: [1-9]|did not build|under the|failed again' \
     sim-coverage.log 'flaky: '
 [ "$unit_rc" = 0 ] || why ':[FE]:|^FAIL|^ERROR|Failures: [1-9]|Errors: [1-9]' unit-tests.log '^$'
