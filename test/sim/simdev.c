@@ -1717,9 +1717,7 @@ static int sim_place_ahead(sim_qp_t *qp, sim_qp_t *resp)
 static void sim_replay_add(sim_qp_t *qp, sim_swr_t *swr, uint64_t length)
 {
     sim_replay_write_t *write;
-    uint64_t offset;
     uint8_t *data;
-    int k;
 
     if (length == 0) {
         return;
@@ -1735,15 +1733,7 @@ static void sim_replay_add(sim_qp_t *qp, sim_swr_t *swr, uint64_t length)
     if (data == NULL) {
         return; /* Acknowledged after all */
     }
-    if (swr->inline_data != NULL) {
-        memcpy(data, swr->inline_data, length);
-    } else {
-        for (k = 0, offset = 0; k < swr->wr.num_sge; ++k) {
-            memcpy(data + offset, (void*)(uintptr_t)swr->sge[k].addr,
-                   swr->sge[k].length);
-            offset += swr->sge[k].length;
-        }
-    }
+    sim_copy_local(swr, 0, data, length, 0);
     write         = &qp->replay.writes[qp->replay.count++];
     write->addr   = swr->wr.wr.rdma.remote_addr;
     write->rkey   = swr->wr.wr.rdma.rkey;
