@@ -1279,6 +1279,73 @@ START_TEST(test_connect_stranger_requests)
 }
 END_TEST
 
+/* The impostor tests' world: A's and B's interface addresses, and a
+ * stranger endpoint at A whose addresses the stranger's requests carry */
+typedef struct {
+    hipower_hs_iface_addr_t addr_a, addr_b;
+    stranger_addrs_t        addrs;
+    uct_ep_h                target;
+    uct_hipower_iface_t     *ib;
+    hipower_hs_msg_t        ans; /* B's answer to the last claim */
+} impostor_t;
+
+static void impostor_setup(impostor_t *im)
+{
+    connect_setup("2s", NULL);
+    iface_address(&side_a, &im->addr_a);
+    iface_address(&side_b, &im->addr_b);
+    im->target = stranger_endpoint(&im->addrs);
+    im->ib     = hiface(&side_b);
+}
+
+/* A stranger's request to B for A's first pair, from another host than
+ * A's address: B's own (the rig's two netdevs), or another loopback address
+ * when both listen on lo (the simulator); B's answer in im->ans */
+static void impostor_claim(impostor_t *im)
+{
+    hipower_hs_msg_t msg;
+    ssize_t got;
+
+    if (memcmp(im->addr_a.ip, im->addr_b.ip, 4)) {
+        memcpy(&raw_source, im->addr_b.ip, 4);
+    } else {
+        raw_source.s_addr = htonl(0x7f000002);
+    }
+    stranger_pack(&msg, im->addr_a.uuid, im->addr_b.uuid, 0, &im->addrs);
+    got = raw_request(&im->addr_b, &msg, sizeof(msg), &im->ans);
+    raw_source.s_addr = htonl(INADDR_ANY);
+    ck_assert_int_eq(got, sizeof(im->ans));
+}
+
+/* Into pair @a p: an endpoint from A to B's interface (@a a_to_b), or
+ * from B to A's */
+static void impostor_ep(impostor_t *im, int a_to_b, int p)
+{
+    ck_assert_int_eq(a_to_b ?
+                     ep_to_iface(&side_a, &side_b, &im->addr_b, &pairs[p].ep_a) :
+                     ep_to_iface(&side_b, &side_a, &im->addr_a, &pairs[p].ep_a),
+                     UCS_OK);
+}
+
+/* A's endpoint to B (pair 0) and B's user's endpoint to A (pair 1) are
+ * each other's: 10 messages each way after @a before, every one checked */
+static void impostor_check_pairs(impostor_t *im, uint64_t before)
+{
+    num_pairs = 2;
+    send_retrying(0, 10);
+    wait_received(before + 10);
+    send_retrying(1, 10);
+    wait_received(before + 20);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+    ck_assert_uint_eq(hep(pairs[1].ep_a)->peer.qp_num,
+                      hep(pairs[0].ep_a)->txqp.qp->qp_num);
+    /* No stranger's endpoint is left: closed and gone in progress */
+    ck_assert_uint_eq(im->ib->cm.num_internal, 0);
+    destroy_pairs(0, 2);
+    uct_ep_destroy(im->target);
+    connect_teardown();
+}
+
 /*
  * A stranger sends, from another host than A's address, a well-formed
  * request under A's interface id and A's first pair number, before A
@@ -1288,55 +1355,88 @@ END_TEST
  */
 START_TEST(test_connect_impostor)
 {
-    hipower_hs_iface_addr_t addr_a, addr_b;
-    stranger_addrs_t addrs;
-    hipower_hs_msg_t msg, ans;
-    uct_hipower_iface_t *ib;
-    uct_ep_h target;
-    ssize_t got;
+    impostor_t im;
 
-    connect_setup("2s", NULL);
-    ib = hiface(&side_b);
-    iface_address(&side_a, &addr_a);
-    iface_address(&side_b, &addr_b);
-
-    target = stranger_endpoint(&addrs);
-
-    /* Another host than A's: B's own (the rig's two netdevs), or another
-     * loopback address when both listen on lo (the simulator) */
-    if (memcmp(addr_a.ip, addr_b.ip, 4)) {
-        memcpy(&raw_source, addr_b.ip, 4);
-    } else {
-        raw_source.s_addr = htonl(0x7f000002);
-    }
-    stranger_pack(&msg, addr_a.uuid, addr_b.uuid, 0, &addrs);
-    got = raw_request(&addr_b, &msg, sizeof(msg), &ans);
-    raw_source.s_addr = htonl(INADDR_ANY);
-    ck_assert_int_eq(got, sizeof(ans));
-    ck_assert_uint_eq(ans.type, HIPOWER_HS_REP);
-    ck_assert_uint_eq(ib->cm.num_internal, 1);
+    impostor_setup(&im);
+    impostor_claim(&im);
+    ck_assert_uint_eq(im.ans.type, HIPOWER_HS_REP);
+    ck_assert_uint_eq(im.ib->cm.num_internal, 1);
 
     /* B's user: an endpoint of its own, not the stranger's */
-    ck_assert_int_eq(ep_to_iface(&side_b, &side_a, &addr_a, &pairs[1].ep_a),
-                     UCS_OK);
+    impostor_ep(&im, 0, 1);
     ck_assert_int_eq(hep(pairs[1].ep_a)->cm.state, UCT_HIPOWER_CM_IDLE);
-    ck_assert_uint_eq(ib->stats.cm_foreign, 1);
-    ck_assert_uint_eq(ib->stats.cm_adopted, 0);
+    ck_assert_uint_eq(im.ib->stats.cm_foreign, 1);
+    ck_assert_uint_eq(im.ib->stats.cm_adopted, 0);
 
     /* A's real first endpoint to B pairs with it, both ways */
-    ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &addr_b, &pairs[0].ep_a),
-                     UCS_OK);
-    num_pairs = 2;
+    impostor_ep(&im, 1, 0);
+    impostor_check_pairs(&im, 0);
+}
+END_TEST
+
+/*
+ * A stranger claims A's first pair at B before A connects, and A's real
+ * REQ for it comes before B's user makes its endpoint to A. The real peer
+ * is not locked out (it was answered DUPLICATE and its endpoint failed):
+ * each host's REQ gets an internal endpoint of its own; a replay from the
+ * stranger's host is answered DUPLICATE; B's user's endpoint takes A's,
+ * the stranger's is closed. Both ways, every message checked (review M4).
+ */
+START_TEST(test_connect_impostor_first)
+{
+    impostor_t im;
+
+    impostor_setup(&im);
+    impostor_claim(&im);
+    ck_assert_uint_eq(im.ans.type, HIPOWER_HS_REP);
+
+    /* A's real endpoint for that pair connects, and sends */
+    impostor_ep(&im, 1, 0);
+    num_pairs = 1;
     send_retrying(0, 10);
     wait_received(10);
-    send_retrying(1, 10);
-    wait_received(20);
-    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
-    ck_assert_uint_eq(hep(pairs[1].ep_a)->peer.qp_num,
-                      hep(pairs[0].ep_a)->txqp.qp->qp_num);
-    destroy_pairs(0, 2);
-    uct_ep_destroy(target);
-    connect_teardown();
+    ck_assert_uint_eq(ep_errors_a, 0);
+    ck_assert_int_eq(hep(pairs[0].ep_a)->cm.state, UCT_HIPOWER_CM_CONNECTED);
+    ck_assert_uint_eq(im.ib->cm.num_internal, 2);
+
+    /* The stranger's host again: a replay of a pair it holds */
+    impostor_claim(&im);
+    ck_assert_uint_eq(im.ans.type, HIPOWER_HS_REJ);
+    ck_assert_uint_eq(im.ans.reason, HIPOWER_HS_REASON_DUPLICATE);
+    ck_assert_uint_eq(im.ib->cm.num_internal, 2);
+
+    /* B's user: A's endpoint, not the stranger's */
+    impostor_ep(&im, 0, 1);
+    ck_assert_int_eq(hep(pairs[1].ep_a)->cm.state, UCT_HIPOWER_CM_CONNECTED);
+    ck_assert_uint_eq(im.ib->stats.cm_adopted, 1);
+    ck_assert_uint_eq(im.ib->stats.cm_foreign, 1);
+    impostor_check_pairs(&im, 10);
+}
+END_TEST
+
+/*
+ * B's user has its endpoint to A (not connected yet) when a stranger's REQ
+ * for that pair comes from another host than A's address: refused FOREIGN,
+ * and the user's endpoint stays its own (it was connected to the
+ * stranger's QP). Then A connects; both ways, every message checked.
+ */
+START_TEST(test_connect_impostor_after_user)
+{
+    impostor_t im;
+
+    impostor_setup(&im);
+    impostor_ep(&im, 0, 1);
+    ck_assert_int_eq(hep(pairs[1].ep_a)->cm.state, UCT_HIPOWER_CM_IDLE);
+
+    impostor_claim(&im);
+    ck_assert_uint_eq(im.ans.type, HIPOWER_HS_REJ);
+    ck_assert_uint_eq(im.ans.reason, HIPOWER_HS_REASON_FOREIGN);
+    ck_assert_int_eq(hep(pairs[1].ep_a)->cm.state, UCT_HIPOWER_CM_IDLE);
+    ck_assert_uint_eq(im.ib->stats.cm_foreign, 1);
+    ck_assert_uint_eq(im.ib->cm.num_internal, 0);
+
+    impostor_ep(&im, 1, 0);
+    impostor_check_pairs(&im, 0);
 }
 END_TEST
 
@@ -1360,5 +1460,7 @@ void add_connect_tests(Suite *suite)
     tcase_add_test(tcase, test_connect_idle_flood);
     tcase_add_test(tcase, test_connect_stranger_requests);
     tcase_add_test(tcase, test_connect_impostor);
+    tcase_add_test(tcase, test_connect_impostor_first);
+    tcase_add_test(tcase, test_connect_impostor_after_user);
     suite_add_tcase(suite, tcase);
 }

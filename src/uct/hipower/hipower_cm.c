@@ -992,6 +992,18 @@ static void uct_hipower_cm_source(const uct_hipower_cm_conn_t *conn,
     }
 }
 
+/* Whether @a source (where a request came from) is the host of the
+ * interface address @a addr: active sides bind their handshake sockets to
+ * their listener's address (uct_hipower_cm_connect()), so an honest peer's
+ * request comes from the IP its interface address holds */
+static int uct_hipower_cm_same_host(const hipower_hs_iface_addr_t *source,
+                                    const hipower_hs_iface_addr_t *addr)
+{
+    return (source->family == addr->family) &&
+           !memcmp(source->ip, addr->ip,
+                   (addr->family == HIPOWER_HS_AF_INET) ? 4 : 16);
+}
+
 /* An endpoint for a peer's REQ that no endpoint of the user's matches */
 static ucs_status_t uct_hipower_cm_ep_internal(uct_hipower_cm_conn_t *conn,
                                                uct_hipower_ep_t **ep_p)
@@ -1075,15 +1087,83 @@ static int uct_hipower_cm_from_self(uct_hipower_cm_conn_t *conn)
     return 0;
 }
 
+/* Internal endpoints one pair (interface id and pair number) can have at
+ * once, one per host whose REQ claimed it, until the user's endpoint for
+ * it picks the one from its peer's host: more hosts than this are refused */
+#define UCT_HIPOWER_CM_MAX_CANDIDATES 8
+
+/*
+ * The endpoint a REQ is for. A pair is bound to the host of its peer
+ * (review M4): an honest peer's REQ comes from the IP its interface address
+ * holds (uct_hipower_cm_connect() binds its socket there).
+ * - The user's endpoint for that pair: it holds the peer's interface
+ *   address as the user got it (UCP's, trusted). A REQ for it from another
+ *   host is a stranger's: *foreign_p, and it is refused, never connected
+ *   to the user's endpoint.
+ * - Else an internal endpoint that an earlier REQ for that pair from the
+ *   same host made (a replay, the tail of a crossed connect): answered
+ *   DUPLICATE by the caller. Internal endpoints of that pair from other
+ *   hosts do not match: each host gets one of its own
+ *   (*candidates_p says how many there are), so that a stranger who
+ *   claimed the pair first cannot lock its real peer out; the user's
+ *   uct_ep_create() keeps the one from the peer's host and closes the rest.
+ */
+static uct_hipower_ep_t *uct_hipower_cm_req_match(uct_hipower_cm_conn_t *conn,
+                                                  int *foreign_p,
+                                                  unsigned *candidates_p)
+{
+    uct_hipower_iface_t *iface  = conn->iface;
+    const hipower_hs_msg_t *req = &conn->in;
+    ucs_conn_match_elem_t *elems[UCT_HIPOWER_CM_MAX_CANDIDATES];
+    uct_hipower_ep_t *ep, *found = NULL;
+    hipower_hs_iface_addr_t source;
+    ucs_conn_match_elem_t *elem;
+    unsigned i, n;
+
+    *foreign_p    = 0;
+    *candidates_p = 0;
+    uct_hipower_cm_source(conn, &source);
+    elem = ucs_conn_match_get_elem(&iface->cm.match, &req->src_uuid,
+                                   req->conn_sn, UCS_CONN_MATCH_QUEUE_EXP, 0);
+    if (elem != NULL) {
+        ep         = ucs_container_of(elem, uct_hipower_ep_t, cm.elem);
+        *foreign_p = !uct_hipower_cm_same_host(&source, &ep->cm.peer);
+        return *foreign_p ? NULL : ep;
+    }
+
+    /* The matching looks up one at a time: each taken out to be looked
+     * at, all put back in their order */
+    for (n = 0; n < UCT_HIPOWER_CM_MAX_CANDIDATES; ++n) {
+        elems[n] = ucs_conn_match_get_elem(&iface->cm.match, &req->src_uuid,
+                                           req->conn_sn,
+                                           UCS_CONN_MATCH_QUEUE_UNEXP, 1);
+        if (elems[n] == NULL) {
+            break;
+        }
+    }
+    for (i = 0; i < n; ++i) {
+        ep = ucs_container_of(elems[i], uct_hipower_ep_t, cm.elem);
+        ucs_conn_match_insert(&iface->cm.match, &ep->cm.peer_uuid,
+                              ep->cm.conn_sn, elems[i],
+                              UCS_CONN_MATCH_QUEUE_UNEXP);
+        if (uct_hipower_cm_same_host(&source, &ep->cm.peer)) {
+            found = ep;
+        }
+    }
+    *candidates_p = n;
+    return found;
+}
+
 static void uct_hipower_cm_passive(uct_hipower_cm_conn_t *conn)
 {
     uct_hipower_iface_t *iface = conn->iface;
     const hipower_hs_msg_t *req = &conn->in;
     uct_hipower_ep_t *ep        = NULL;
     hipower_hs_msg_t rep;
-    ucs_conn_match_elem_t *elem;
     hipower_hs_action_t action;
+    unsigned candidates;
     ucs_status_t status;
+    int foreign;
 
     if (conn->state == UCT_HIPOWER_CONN_ERROR) {
         /* A peer that went away (its endpoint destroyed while connecting),
@@ -1111,11 +1191,20 @@ static void uct_hipower_cm_passive(uct_hipower_cm_conn_t *conn)
     }
 
     if (req->src_uuid != iface->cm.addr.uuid) {
-        elem = ucs_conn_match_get_elem(&iface->cm.match, &req->src_uuid,
-                                       req->conn_sn, UCS_CONN_MATCH_QUEUE_ANY,
-                                       0);
-        if (elem != NULL) {
-            ep = ucs_container_of(elem, uct_hipower_ep_t, cm.elem);
+        ep = uct_hipower_cm_req_match(conn, &foreign, &candidates);
+        if (foreign) {
+            /* Never the user's endpoint to someone else (review M4) */
+            iface->stats.cm_foreign++;
+            uct_hipower_cm_refuse(conn, "it claims a pair of ours from "
+                                  "another host than that peer's address",
+                                  HIPOWER_HS_REASON_FOREIGN);
+            goto out;
+        }
+        if ((ep == NULL) && (candidates >= UCT_HIPOWER_CM_MAX_CANDIDATES)) {
+            uct_hipower_cm_refuse(conn, "as many hosts as allowed claim "
+                                  "that pair already",
+                                  HIPOWER_HS_REASON_NO_RESOURCE);
+            goto out;
         }
     }
 
@@ -1843,18 +1932,6 @@ int uct_hipower_cm_ep_leads_to(const uct_hipower_ep_t *ep,
            (peer->uuid == ep->cm.peer_uuid);
 }
 
-/* Whether @a source (where a request came from) is the host of the
- * interface address @a addr: active sides bind their handshake sockets to
- * their listener's address (uct_hipower_cm_connect()), so an honest peer's
- * request comes from the IP its interface address holds */
-static int uct_hipower_cm_same_host(const hipower_hs_iface_addr_t *source,
-                                    const hipower_hs_iface_addr_t *addr)
-{
-    return (source->family == addr->family) &&
-           !memcmp(source->ip, addr->ip,
-                   (addr->family == HIPOWER_HS_AF_INET) ? 4 : 16);
-}
-
 ucs_status_t uct_hipower_ep_create(const uct_ep_params_t *params,
                                    uct_ep_h *ep_p)
 {
@@ -1863,7 +1940,7 @@ ucs_status_t uct_hipower_ep_create(const uct_ep_params_t *params,
     ucs_async_context_t *async = iface->super.worker->async;
     const hipower_hs_iface_addr_t *peer;
     ucs_conn_match_elem_t *elem;
-    uct_hipower_ep_t *ep;
+    uct_hipower_ep_t *ep, *other;
     ucs_status_t status;
     ucs_conn_sn_t sn;
     size_t length = 0;
@@ -1891,25 +1968,33 @@ ucs_status_t uct_hipower_ep_create(const uct_ep_params_t *params,
     UCS_ASYNC_BLOCK(async);
     sn = ucs_conn_match_get_next_sn(&iface->cm.match, &peer->uuid);
     if (peer->uuid != iface->cm.addr.uuid) {
-        elem = ucs_conn_match_get_elem(&iface->cm.match, &peer->uuid, sn,
-                                       UCS_CONN_MATCH_QUEUE_UNEXP, 1);
-        ep = (elem == NULL) ? NULL :
-             ucs_container_of(elem, uct_hipower_ep_t, cm.elem);
-        if ((ep != NULL) && !uct_hipower_cm_same_host(&ep->cm.peer, peer)) {
-            /* The request came from another host than the address the user
-             * has for that interface (UCP's, trusted): someone who knew
-             * the peer's id took its pair first. Never the user's: it is
-             * closed, and the user's endpoint connects by itself (M4). */
-            ep->cm.matched = 0;
+        /* The internal endpoints the peer's REQs made for this pair, one
+         * per host (uct_hipower_cm_req_match()): the one from the host of
+         * the address the user has for that interface (UCP's, trusted) is
+         * the user's. The others' requests came from elsewhere: someone who
+         * knew the peer's id claimed its pair. Never the user's: closed
+         * (M4). With none from the peer's host the user's endpoint
+         * connects by itself. */
+        ep = NULL;
+        while ((elem = ucs_conn_match_get_elem(&iface->cm.match, &peer->uuid,
+                                               sn, UCS_CONN_MATCH_QUEUE_UNEXP,
+                                               1)) != NULL) {
+            other             = ucs_container_of(elem, uct_hipower_ep_t,
+                                                 cm.elem);
+            other->cm.matched = 0;
+            if ((ep == NULL) &&
+                uct_hipower_cm_same_host(&other->cm.peer, peer)) {
+                ep = other;
+                continue;
+            }
             iface->stats.cm_foreign++;
             ucs_warn(UCT_HIPOWER_EP_FMT ": a request from another host than "
-                     "interface %016" PRIx64 "'s address took its endpoint %"
-                     PRIu64 " first; closed, not given to the user",
-                     UCT_HIPOWER_EP_ARG(ep), peer->uuid, sn);
-            uct_hipower_ep_set_failed(ep, UCS_ERR_REJECTED);
-            elem = NULL;
+                     "interface %016" PRIx64 "'s address claimed its "
+                     "endpoint %" PRIu64 "; closed, not given to the user",
+                     UCT_HIPOWER_EP_ARG(other), peer->uuid, sn);
+            uct_hipower_ep_set_failed(other, UCS_ERR_REJECTED);
         }
-        if (elem != NULL) {
+        if (ep != NULL) {
             /* The peer connected it already: it is the user's now */
             ep->cm.matched  = 0;
             ep->cm.internal = 0;

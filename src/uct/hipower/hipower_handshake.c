@@ -180,7 +180,8 @@ const char *hipower_hs_reason_str(unsigned reason)
         [HIPOWER_HS_REASON_DUPLICATE]   = "already connected",
         [HIPOWER_HS_REASON_NO_RESOURCE] = "no endpoint available",
         [HIPOWER_HS_REASON_MISMATCH]    = "addresses do not fit (settings)",
-        [HIPOWER_HS_REASON_CLOSING]     = "interface closing"
+        [HIPOWER_HS_REASON_CLOSING]     = "interface closing",
+        [HIPOWER_HS_REASON_FOREIGN]     = "from another host than the peer's address"
     };
 
     return (reason < HIPOWER_HS_REASON_LAST) ? names[reason] : "unknown";

@@ -84,6 +84,8 @@ typedef enum {
     HIPOWER_HS_REASON_NO_RESOURCE = 5, /* No endpoint can be made now */
     HIPOWER_HS_REASON_MISMATCH    = 6, /* Addresses do not fit (settings) */
     HIPOWER_HS_REASON_CLOSING     = 7, /* The interface is closing */
+    HIPOWER_HS_REASON_FOREIGN     = 8, /* A pair of a peer whose address
+                                          names another host */
     HIPOWER_HS_REASON_LAST
 } hipower_hs_reason_t;
 
