@@ -12,6 +12,11 @@ skip() {
     exit 77
 }
 
+# Waiting without starting a process (harness_nap, harness_port_used): in
+# the rig's emulated guest a poll loop of sleep, ss and grep took more CPU
+# than the programs it waited for
+. "${HIPOWER_SRC:-$(dirname "${BASH_SOURCE[0]}")/../..}/contrib/harness.sh"
+
 read -r -a RIG_DEVICES <<< "${HIPOWER_RIG_DEVICES:-}"
 [ ${#RIG_DEVICES[@]} -gt 0 ] || fail "HIPOWER_RIG_DEVICES is empty: run under test/rig/hipower-rig"
 

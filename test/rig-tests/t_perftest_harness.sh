@@ -1,7 +1,8 @@
 #!/bin/bash
 # The benchmark harness itself (contrib/perftest-pair, contrib/harness.sh):
-# 20 back-to-back runs alternating transports and notification modes, with
-# no pause between them, must all succeed. Each server gets a port no socket
+# 8 back-to-back runs (HARNESS_RUNS) alternating transports and
+# notification modes (am_lat 8 B, then am_bw 1 KB), with no pause between
+# them, must all succeed. Each server gets a port no socket
 # uses in any state, and the client waits for *this* run's server to listen,
 # so a previous server still holding its port (listening or in TIME_WAIT)
 # cannot make a run fail: that collision is what made the main job exit 1.
@@ -18,13 +19,14 @@ cols=("rc_verbs -" "hipower self" "hipower push" "hipower pull")
 tests=(am_lat am_bw)
 sizes=(8 1024)
 t0=$(date +%s)
-for i in $(seq 0 19); do
+runs=${HARNESS_RUNS:-8}
+for ((i = 0; i < runs; ++i)); do
     read -r tl mode <<< "${cols[i % 4]}"
     test=${tests[(i / 4) % 2]}
-    size=${sizes[(i / 8) % 2]}
+    size=${sizes[(i / 4) % 2]}
     layout=$([ "$size" -le 64 ] && echo short || echo bcopy)
-    if [ "$mode" = - ]; then what="run $((i + 1))/20: $tl $test $size B"; mode=self
-    else what="run $((i + 1))/20: $tl ($mode) $test $size B"; fi
+    if [ "$mode" = - ]; then what="run $((i + 1))/$runs: $tl $test $size B"; mode=self
+    else what="run $((i + 1))/$runs: $tl ($mode) $test $size B"; fi
     final=$(UCX_HIPOWER_NOTIFY=$mode hipower-run perftest-pair -q "$tl" "$test" "$size" 300 \
             -D "$layout" 2> "/tmp/harness.$i.err")
     rc=$?
@@ -39,7 +41,7 @@ for i in $(seq 0 19); do
     printf '%-40s ok: %s\n' "$what" "$final"
     rm -f "/tmp/harness.$i.err"
 done
-echo "20 back-to-back runs in $(( $(date +%s) - t0 )) s, all ok"
+echo "$runs back-to-back runs in $(( $(date +%s) - t0 )) s, all ok"
 
 # A port held by someone else: the first attempt must see its server fail
 # to bind, retry on another port and succeed
@@ -55,7 +57,7 @@ trap 'kill $holder 2>/dev/null' EXIT
 # Bound by the work, not the clock (a loaded host starts python3 slowly):
 # until the holder printed its port, or it is gone
 while [ ! -s /tmp/harness.port ] && kill -0 $holder 2> /dev/null; do
-    sleep 0.1
+    harness_nap 0.1
 done
 held=$(cat /tmp/harness.port)
 [ -n "$held" ] || fail "could not hold a port (the holder exited before it said which)"

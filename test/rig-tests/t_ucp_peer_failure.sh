@@ -52,7 +52,7 @@ run_kill() {
             bad "kill $victim: the transfer did not start (over $UCX_TLS)"
             return
         fi
-        sleep 0.2
+        harness_nap 0.2
     done
     sleep 2 # well into the transfer
     [ "$victim" = client ] && grep 'lane\[' "$UCP_LOGS/client"

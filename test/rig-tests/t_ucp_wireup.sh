@@ -18,12 +18,12 @@ export UCX_TLS=hipower,ud_verbs:aux,self
 export UCX_HIPOWER_CONNECT_TO_IFACE=n
 
 run_ucp() {
-    local test=$1 size=$2 iters=$3 port=$((20000 + RANDOM % 20000)) out
+    local test=$1 size=$2 iters=$3 port=$((20000 + RANDOM % 20000)) out i
     UCX_NET_DEVICES=${RIG_DEVICES[0]}:1 timeout 120 hipower-run \
         ucx_perftest -t "$test" -n "$iters" -p "$port" > /tmp/ucp-server.$$ 2>&1 &
-    for _ in $(seq 100); do
-        ss -Hltn "sport = :$port" | grep -q . && break
-        sleep 0.1
+    for ((i = 0; i < 100; ++i)); do
+        harness_port_used "$port" listen && break
+        harness_nap 0.1
     done
     out=$(UCX_NET_DEVICES=${RIG_DEVICES[1]}:1 UCX_LOG_LEVEL=info timeout 120 \
           hipower-run ucx_perftest -t "$test" -n "$iters" -p "$port" -s "$size" \

@@ -25,14 +25,15 @@ CLIENT_PID=
 # Starts the server in the background (log $UCP_LOGS/server) and waits
 # until it listens.
 ucp_start_server() {
+    local i
     UCP_PORT=$((20000 + RANDOM % 20000))
     UCX_NET_DEVICES=$SERVER_DEV hipower-run "$CONSUMER" -l "$UCP_PORT" "$@" \
         > "$UCP_LOGS/server" 2>&1 &
     SERVER_PID=$!
-    for _ in $(seq 200); do
-        ss -Hltn "sport = :$UCP_PORT" | grep -q . && return 0
+    for ((i = 0; i < 200; ++i)); do
+        harness_port_used "$UCP_PORT" listen && return 0
         kill -0 "$SERVER_PID" 2> /dev/null || break
-        sleep 0.1
+        harness_nap 0.1
     done
     cat "$UCP_LOGS/server"
     fail "the server did not listen on port $UCP_PORT"
@@ -59,7 +60,7 @@ ucp_wait() {
             WAIT_RC=124
             return
         fi
-        sleep 0.2
+        harness_nap 0.2
     done
     wait "$pid"
     WAIT_RC=$?
