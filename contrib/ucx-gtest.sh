@@ -21,7 +21,7 @@ set -eu -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${HIPOWER_CACHE:-$ROOT/.cache}
-PATCH_VERSION=5
+PATCH_VERSION=6
 check_only=0
 [ "${1:-}" = --check ] && check_only=1
 
@@ -99,7 +99,21 @@ uct_objects=$(tr ' ' '\n' <<< "$all_objects" | awk '
 grep -q 'uct/gtest-test_p2p_am\.o' <<< "$uct_objects" || {
     log "no UCT suite among gtest's objects in $dir: $all_objects"; exit 1; }
 log "compiling $(wc -w <<< "$uct_objects") of gtest's $(wc -w <<< "$all_objects") objects (its common code and UCT suites)"
-(cd "$dir" && make -j"$jobs" am_gtest_OBJECTS="$uct_objects") >> "$buildlog" 2>&1 || {
+# Only what the gtest binary links (test/gtest/Makefile.am's gtest_LDADD),
+# each in its own directory: not UCX's transport modules (ib, sm, ...: the
+# suite runs hipower alone, loaded by LD_PRELOAD), tools, test programs nor
+# gtest's helper modules, which the UCT suites do not load
+build_gtest() {
+    local d
+    for d in src/ucm:libucm.la src/ucs/vfs/sock: src/ucs:libucs.la \
+             src/uct:libuct.la src/uct/ib:libuct_ib.la src/ucp:libucp.la \
+             src/tools/perf/lib: \
+             test/gtest/common/googletest:; do
+        make -j"$jobs" -C "$dir/${d%%:*}" ${d#*:} || return 1
+    done
+    make -j"$jobs" -C "$dir/test/gtest" gtest am_gtest_OBJECTS="$uct_objects"
+}
+build_gtest >> "$buildlog" 2>&1 || {
     # the compiler's, linker's and make's own failure lines (UCX compiles
     # with -Werror, so a plain 'error' would match every command line)
     tail -n +"$((configured_lines + 1))" "$buildlog" |
