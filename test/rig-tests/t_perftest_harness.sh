@@ -16,14 +16,12 @@ command -v python3 > /dev/null || skip "needs python3 to hold a port"
 
 # transport, notification mode (hipower only)
 cols=("rc_verbs -" "hipower self" "hipower push" "hipower pull")
-tests=(am_lat am_bw)
-sizes=(8 1024)
+points=("am_lat 8" "am_bw 1024")
 t0=$(date +%s)
 runs=${HARNESS_RUNS:-8}
 for ((i = 0; i < runs; ++i)); do
     read -r tl mode <<< "${cols[i % 4]}"
-    test=${tests[(i / 4) % 2]}
-    size=${sizes[(i / 4) % 2]}
+    read -r test size <<< "${points[(i / 4) % 2]}"
     layout=$([ "$size" -le 64 ] && echo short || echo bcopy)
     if [ "$mode" = - ]; then what="run $((i + 1))/$runs: $tl $test $size B"; mode=self
     else what="run $((i + 1))/$runs: $tl ($mode) $test $size B"; fi

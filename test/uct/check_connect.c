@@ -1327,6 +1327,22 @@ static void impostor_ep(impostor_t *im, int a_to_b, int p)
                      UCS_OK);
 }
 
+/* The stranger's claim of a pair nobody at B holds: answered REP, with an
+ * internal endpoint of its own */
+static void impostor_claim_unheld(impostor_t *im)
+{
+    impostor_claim(im);
+    ck_assert_uint_eq(im->ans.type, HIPOWER_HS_REP);
+    ck_assert_uint_eq(im->ib->cm.num_internal, 1);
+}
+
+/* B's user's endpoint to A (pair 1), made before A's REQ: not connected */
+static void impostor_b_endpoint(impostor_t *im)
+{
+    impostor_ep(im, 0, 1);
+    ck_assert_int_eq(hep(pairs[1].ep_a)->cm.state, UCT_HIPOWER_CM_IDLE);
+}
+
 /* A's endpoint to B (pair 0) and B's user's endpoint to A (pair 1) are
  * each other's: 10 messages each way after @a before, every one checked */
 static void impostor_check_pairs(impostor_t *im, uint64_t before)
@@ -1358,13 +1374,10 @@ START_TEST(test_connect_impostor)
     impostor_t im;
 
     impostor_setup(&im);
-    impostor_claim(&im);
-    ck_assert_uint_eq(im.ans.type, HIPOWER_HS_REP);
-    ck_assert_uint_eq(im.ib->cm.num_internal, 1);
+    impostor_claim_unheld(&im);
 
     /* B's user: an endpoint of its own, not the stranger's */
-    impostor_ep(&im, 0, 1);
-    ck_assert_int_eq(hep(pairs[1].ep_a)->cm.state, UCT_HIPOWER_CM_IDLE);
+    impostor_b_endpoint(&im);
     ck_assert_uint_eq(im.ib->stats.cm_foreign, 1);
     ck_assert_uint_eq(im.ib->stats.cm_adopted, 0);
 
@@ -1387,8 +1400,7 @@ START_TEST(test_connect_impostor_first)
     impostor_t im;
 
     impostor_setup(&im);
-    impostor_claim(&im);
-    ck_assert_uint_eq(im.ans.type, HIPOWER_HS_REP);
+    impostor_claim_unheld(&im);
 
     /* A's real endpoint for that pair connects, and sends */
     impostor_ep(&im, 1, 0);
@@ -1425,8 +1437,7 @@ START_TEST(test_connect_impostor_after_user)
     impostor_t im;
 
     impostor_setup(&im);
-    impostor_ep(&im, 0, 1);
-    ck_assert_int_eq(hep(pairs[1].ep_a)->cm.state, UCT_HIPOWER_CM_IDLE);
+    impostor_b_endpoint(&im);
 
     impostor_claim(&im);
     ck_assert_uint_eq(im.ans.type, HIPOWER_HS_REJ);

@@ -24,6 +24,12 @@ static const uct_hipower_stats_t *a_stats(void)
     return &ucs_derived_of(side_a.iface, uct_hipower_iface_t)->stats;
 }
 
+/* B's */
+static const uct_hipower_stats_t *b_stats(void)
+{
+    return &ucs_derived_of(side_b.iface, uct_hipower_iface_t)->stats;
+}
+
 /* Random traffic over several endpoints: in order, once, intact */
 START_TEST(test_random_traffic)
 {
@@ -641,8 +647,7 @@ END_TEST
  */
 static void wakeup_expect_quiet(struct pollfd *pfd)
 {
-    const uct_hipower_stats_t *bs =
-        &ucs_derived_of(side_b.iface, uct_hipower_iface_t)->stats;
+    const uct_hipower_stats_t *bs = b_stats();
     uint64_t tx_done, before;
     unsigned late;
 
