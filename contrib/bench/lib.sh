@@ -23,8 +23,9 @@ mkdir -p "$BENCH_OUT/notes" "$BENCH_OUT/raw"
 read -r -a BENCH_DEVICES <<< "${HIPOWER_RIG_DEVICES:-}"
 
 # Table columns are transport names: rc_verbs, hipower (UCX_HIPOWER_NOTIFY=
-# self, the default), hipower-nobundle (self with UCX_HIPOWER_BUNDLE=n: what
-# bundling changes), hipower-push (the strict mode), hipower-pull (the
+# self, the default settings), hipower-nobundle (self with
+# UCX_HIPOWER_BUNDLE=n: what bundling changes), hipower-nowindow (self with
+# UCX_HIPOWER_BUNDLE_WINDOW=0: what the default window changes), hipower-push (the strict mode), hipower-pull (the
 # paper's), ud_verbs, or "device" for the raw verbs ceiling (perftest, no
 # UCX); the report orders them and takes every ratio to rc_verbs.
 
@@ -67,7 +68,7 @@ bench_window=${HIPOWER_BENCH_WINDOW:-1}
 bench_ucp_env() {
     case "$1" in
         rc_verbs)     echo "UCX_TLS=rc_verbs,ud_verbs:aux,self" ;;
-        hipower|hipower-nobundle|hipower-window|hipower-push|hipower-pull)
+        hipower|hipower-nobundle|hipower-nowindow|hipower-window|hipower-push|hipower-pull)
                       echo "UCX_TLS=hipower,self $(bench_notify_env "$1")" ;;
         # hipower wired up by UCP through UD, without its own handshake
         hipower-ud)   echo "UCX_TLS=hipower,ud_verbs:aux,self UCX_HIPOWER_CONNECT_TO_IFACE=n $(bench_notify_env "$1")" ;;
@@ -102,7 +103,9 @@ bench_notify_env() {
         hipower-push) echo UCX_HIPOWER_NOTIFY=push ;;
         hipower-pull) echo UCX_HIPOWER_NOTIFY=pull ;;
         hipower-nobundle) echo UCX_HIPOWER_NOTIFY=self UCX_HIPOWER_BUNDLE=n ;;
-        # Bundling with the window of docs/protocol.md 2.1 (off by default)
+        # Bundling only what cannot be posted: the default before issue 51
+        hipower-nowindow) echo UCX_HIPOWER_NOTIFY=self UCX_HIPOWER_BUNDLE_WINDOW=0 ;;
+        # The window of docs/protocol.md 2.1 named (default: auto, 1)
         hipower-window) echo UCX_HIPOWER_NOTIFY=self UCX_HIPOWER_BUNDLE_WINDOW=$bench_window ;;
         *)            echo UCX_HIPOWER_NOTIFY=self ;;
     esac

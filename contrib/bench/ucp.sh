@@ -7,6 +7,9 @@ S=ucp
 # tag_bw at 8 B: the small-message rate (issue 26's UCP target)
 if [ "$BENCH_QUICK" = 1 ]; then lat_sizes="8" bw_sizes="8 65536"
 else lat_sizes="8 65536 1048576" bw_sizes="8 65536 1048576 8388608"; fi
+# A shorter run for a question about some points only
+lat_sizes=${HIPOWER_BENCH_UCP_LAT_SIZES:-$lat_sizes}
+bw_sizes=${HIPOWER_BENCH_UCP_BW_SIZES:-$bw_sizes}
 
 bench_metric $S tag_lat "UCP tag one-way latency (tag_lat, 50th percentile)" usec lower "message size (B)"
 bench_metric $S tag_bw "UCP tag bandwidth (tag_bw)" MB/s higher "message size (B)"
@@ -20,7 +23,7 @@ for rep in $(seq "$BENCH_REPS"); do
             if [ "$test" = tag_lat ]; then iters=$(bench_iters "$size" 300 4194304) field=2
             else iters=$(bench_iters "$size" 5000 16777216) field=6; fi
             bench_log "ucp rep $rep/$BENCH_REPS: $test $size B"
-            for col in rc_verbs hipower hipower-nobundle hipower-window hipower-pull; do
+            for col in ${HIPOWER_BENCH_UCP_COLUMNS:-rc_verbs hipower hipower-nowindow hipower-nobundle hipower-pull}; do
                 if f=$(bench_pair "$col" "$test" "$size" "$iters"); then
                     bench_sample $S "$test" "$size" "$col" "$rep" "$(bench_field "$f" "$field")"
                     [ "$test" = tag_bw ] &&

@@ -18,10 +18,13 @@ if [ "$BENCH_QUICK" = 1 ]; then
 else
     am_sizes="8 64 1024 4096 $am_max" rma_sizes="65536 1048576 4194304"
 fi
+# HIPOWER_BENCH_UCT_SIZES, HIPOWER_BENCH_UCT_TESTS (am_lat am_bw): fewer
+# points, for a question about those only
+am_sizes=${HIPOWER_BENCH_UCT_SIZES:-$am_sizes}
 # A shorter run for a question about some columns only:
 # HIPOWER_BENCH_UCT_COLUMNS (default all), HIPOWER_BENCH_UCT_RMA=n skips
 # put/get. The report says which columns were measured.
-columns=${HIPOWER_BENCH_UCT_COLUMNS:-rc_verbs hipower hipower-nobundle hipower-window hipower-push hipower-pull ud_verbs}
+columns=${HIPOWER_BENCH_UCT_COLUMNS:-rc_verbs hipower hipower-nowindow hipower-nobundle hipower-push hipower-pull ud_verbs}
 [ "${HIPOWER_BENCH_UCT_RMA:-y}" = n ] && rma_sizes=
 
 bench_metric $S am_lat "AM one-way latency (am_lat, 50th percentile)" usec lower "message size (B)"
@@ -40,7 +43,7 @@ layout() { [ "$1" -le 64 ] && echo short || echo bcopy; }
 
 for rep in $(seq "$BENCH_REPS"); do
     for size in $am_sizes; do
-        for test in am_lat am_bw; do
+        for test in ${HIPOWER_BENCH_UCT_TESTS:-am_lat am_bw}; do
             # Latency: 2000 round trips per run (~1 s; 300 until stop 48).
             # The rig's runs of every transport still sit at ~25 or ~50 us
             # by run and by boot (docs/bench/rerun-01809db); in its "4 ms

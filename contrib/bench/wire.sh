@@ -24,7 +24,7 @@ rc_max=$(bench_uct_max rc_verbs am_bcopy)
 [ "$rc_max" -lt "$am_max" ] && am_max=$rc_max
 if [ "$BENCH_QUICK" = 1 ]; then sizes="8"
 else sizes="8 64 1024 4096 $am_max"; fi
-columns="rc_verbs hipower hipower-nobundle hipower-window hipower-push hipower-pull"
+columns=${HIPOWER_BENCH_WIRE_COLUMNS:-rc_verbs hipower hipower-nowindow hipower-nobundle hipower-push hipower-pull}
 n1=100 n2=600
 
 bench_metric $S pkts_lat "wire packets per round trip (am_lat; both devices, ACKs and reads included)" pkts lower "message size (B)" noplot

@@ -465,7 +465,7 @@ static void sched_open_sides(void)
     char slots[16], min_slots[16], budget[32];
     const char *slot_size, *mode, *idle, *grant, *txq, *signal, *batch,
                *hold, *shared, *stats, *bundle, *window, *fill;
-    static const char *windows[] = {"0", "0", "1", "2"};
+    static const char *windows[] = {"1", "1", "2", "0"};
     static const struct {
         const char *value;
         uint64_t   ns;
@@ -523,9 +523,11 @@ static void sched_open_sides(void)
     if (getenv("HIPOWER_SCHED_BUNDLE") != NULL) {
         bundle = getenv("HIPOWER_SCHED_BUNDLE"); /* Replays: y or n */
     }
-    /* The bundle window (off by default) in half the schedules: from the
-     * seed's hash, not the random stream, which then picks for every
-     * schedule what it picked before the window existed */
+    /* The bundle window (1 by default where an async thread is; these
+     * schedules poll theirs, where "auto" is 0, so they name it) in three
+     * schedules of four: from the seed's hash, not the random stream,
+     * which then picks for every schedule what it picked before the
+     * window existed */
     window    = windows[(sch.seed * 0x9e3779b97f4a7c15ull) >> 62];
     if (getenv("HIPOWER_SCHED_WINDOW") != NULL) {
         window = getenv("HIPOWER_SCHED_WINDOW"); /* Replays */

@@ -93,6 +93,8 @@ START_TEST(test_bundle_when_no_slot)
     ucs_status_t status;
     uint64_t direct;
 
+    /* Bundles of messages that could not go (the window's are below) */
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", "0", 1);
     setup_pairs(1);
     hold_probability = 0;
     ia    = iface_of(&side_a);
@@ -189,6 +191,9 @@ static uint64_t window_burst(const char *window, unsigned n)
     unsigned i;
 
     setenv("UCX_HIPOWER_BUNDLE_WINDOW", window, 1);
+    /* The window's own bookkeeping and its timer: no completion event
+     * posts the bundle (test_bundle_window_event has it) */
+    setenv("UCX_HIPOWER_BUNDLE_EVENT", "n", 1);
     if (getenv("UCX_HIPOWER_BUNDLE_HOLD_TIME") == NULL) {
         /* The hold timer must not post the bundle while the test looks */
         setenv("UCX_HIPOWER_BUNDLE_HOLD_TIME", "1s", 1);
@@ -295,12 +300,12 @@ START_TEST(test_bundle_window_deadline)
     /* The timer is tested only if the burst ends with a bundle held (or
      * the timer posted one already): a send that sees the completion of
      * the frame in flight posts the open bundle itself, and on a loaded
-     * machine the last send can leave nothing held (seen: tx_hold_posts
+     * machine the last send can leave nothing held (seen: hold_timer_posts
      * == 0, every message delivered). Then the burst is tried again. */
     for (attempt = 0; ; ++attempt) {
         bells = window_burst("2", N);
         ia    = iface_of(&side_a);
-        if ((ia->tx.bundles_open > 0) || (ia->stats.tx_hold_posts > 0)) {
+        if ((ia->tx.bundles_open > 0) || (ia->stats.hold_timer_posts > 0)) {
             break;
         }
         ck_assert_msg(attempt < 4, "in 5 bursts of %d messages the send "
@@ -318,9 +323,9 @@ START_TEST(test_bundle_window_deadline)
     progress_until_received(N + 1, 0, 1);
     printf("bundle window deadline: %" PRIu64 " doorbell(s) for the burst, "
            "%" PRIu64 " bundle(s) posted by A's hold timer, none by A's "
-           "calls\n", bells, ia->stats.tx_hold_posts);
+           "calls\n", bells, ia->stats.hold_timer_posts);
     ck_assert_uint_eq(received, N + 1);
-    ck_assert_uint_ge(ia->stats.tx_hold_posts, 1);
+    ck_assert_uint_ge(ia->stats.hold_timer_posts, 1);
     ck_assert_uint_ge(ia->stats.tx_bundled, 2);
     ck_assert_int_eq(errors, 0);
 
@@ -590,11 +595,11 @@ START_TEST(test_bundle_window_timer_races)
     printf("bundle window timer races: %u messages, %" PRIu64 " bundles "
            "carried %" PRIu64 ", %" PRIu64 " posted by the timer\n", N,
            ia->stats.tx_bundles, ia->stats.tx_bundled,
-           ia->stats.tx_hold_posts);
+           ia->stats.hold_timer_posts);
     ck_assert_uint_eq(received, N);
     ck_assert_int_eq(errors, 0);
     ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
-    ck_assert_uint_gt(ia->stats.tx_hold_posts, 0);
+    ck_assert_uint_gt(ia->stats.hold_timer_posts, 0);
     teardown_pairs();
 }
 END_TEST
@@ -702,6 +707,7 @@ START_TEST(test_bundle_gathers_pending)
     uint64_t posted, writes, doorbells, reads;
     unsigned i;
 
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", "0", 1); /* Refused ones only */
     setup_pairs(1);
     hold_probability = 0;
     ia = iface_of(&side_a);
@@ -787,6 +793,7 @@ START_TEST(test_bundle_many_peers)
     uint64_t total = 0;
     unsigned p, i, n;
 
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", "0", 1); /* Refused ones only */
     setup_pairs(NPAIRS);
     hold_probability = 0;
     ia = iface_of(&side_a);
@@ -958,6 +965,7 @@ START_TEST(test_bundle_bcopy_too_long)
     unsigned accepted = 0, count;
     ssize_t packed;
 
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", "0", 1); /* Refused ones only */
     setup_pairs(1);
     hold_probability = 0;
     ia              = iface_of(&side_a);
@@ -1007,6 +1015,8 @@ static void hostile_setup(uct_hipower_ep_addr_t *addr, uint32_t seq)
 {
     unsigned i;
 
+    /* One frame per message: the hostile frame's slot is known */
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", "0", 1);
     setup_pairs(2);
     hold_probability = 0;
     for (i = 0; i < seq; ++i) {
@@ -1074,6 +1084,8 @@ static void fill_setup(const char *hold_time)
 {
     setenv("UCX_HIPOWER_BUNDLE_WINDOW", "1", 1);
     setenv("UCX_HIPOWER_BUNDLE_HOLD_TIME", hold_time, 1);
+    /* Bundles posted by the sender's calls, whose slots the test counts */
+    setenv("UCX_HIPOWER_BUNDLE_EVENT", "n", 1);
     setenv("UCX_HIPOWER_BUNDLE_FILL", "y", 1);
     setup_pairs(1);
     unsetenv("UCX_HIPOWER_BUNDLE_FILL");
@@ -1318,7 +1330,7 @@ START_TEST(test_bundle_fill_stream)
     printf("filled slots stream: %u messages, %" PRIu64 " bundles (%" PRIu64
            " batches of an open slot, %" PRIu64 " posted by the timer), %"
            PRIu64 " slots of B\n", n, ia->stats.tx_bundles,
-           ia->stats.tx_fill_batches, ia->stats.tx_hold_posts,
+           ia->stats.tx_fill_batches, ia->stats.hold_timer_posts,
            slots_received(ib));
     ck_assert_uint_eq(received, n);
     ck_assert_int_eq(errors, 0);
@@ -1589,6 +1601,108 @@ START_TEST(test_bundle_timer_post_fails)
 }
 END_TEST
 
+/* For qsort: doubles, ascending */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double*)a, y = *(const double*)b;
+
+    return (x > y) - (x < y);
+}
+
+/*
+ * Fast by default: the default window (1 frame in flight) holds a burst's
+ * messages behind the frame ahead of them, and that frame's completion
+ * posts them -- though the sender makes no call at all after its last
+ * send. A sends N small messages, progressing (with B) only when a send is
+ * refused (no room), then stops; B's progress alone receives the rest, in
+ * order and intact, most of them bundled, none posted by the safety timer
+ * (1 s here). ROUNDS times (HIPOWER_TEST_QUIET_ROUNDS, 3 by default): the
+ * time from the last send's return to B's delivery of the last message,
+ * p50 and p99 over the rounds. Red when the async thread does not post on
+ * the event (the last bundle then waits for the timer) or the arm misses
+ * a completion that came before it. Not in pull mode (there the receiver
+ * reads what the sender publishes at its own progress).
+ */
+START_TEST(test_bundle_window_event)
+{
+    enum { N = 10000 };
+    unsigned rounds = getenv("HIPOWER_TEST_QUIET_ROUNDS") ?
+                      atoi(getenv("HIPOWER_TEST_QUIET_ROUNDS")) : 3;
+    uct_hipower_iface_t *ia;
+    struct timespec t0, t1;
+    ucs_status_t status;
+    double *quiet_us;
+    unsigned i, r, refusals = 0;
+    uint64_t target = 0;
+
+    if (pull_mode()) {
+        printf("bundle window event: not in pull mode\n");
+        return;
+    }
+    rounds   = (rounds > 0) ? rounds : 1;
+    quiet_us = calloc(rounds, sizeof(*quiet_us));
+    ck_assert_ptr_nonnull(quiet_us);
+    setenv("UCX_HIPOWER_BUNDLE_HOLD_TIME", "1s", 1);
+    setup_pairs(1);
+    hold_probability = 0;
+    ia = iface_of(&side_a);
+    for (r = 0; r < rounds; ++r) {
+        target += N;
+        for (i = 0; i < N;) {
+            status = send_one(&pairs[0], 0, 1 + (i % 3),
+                              fit_length(8 + (i % 50), i % 2), i % 2);
+            if (status == UCS_ERR_NO_RESOURCE) {
+                ++refusals;
+                progress(1, 1);
+                continue;
+            }
+            ck_assert_int_eq(status, UCS_OK);
+            ++i;
+        }
+
+        /* A is silent from here on */
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        progress_until_received(target, 0, 1);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        quiet_us[r] = (t1.tv_sec - t0.tv_sec) * 1e6 +
+                      (t1.tv_nsec - t0.tv_nsec) * 1e-3;
+        ck_assert_msg(received == target, "round %u: %" PRIu64 " of %"
+                      PRIu64 " messages delivered in %.0f ms with the "
+                      "sender silent; sender: %u bundles open, armed %d, "
+                      "post due %d, %u operations running, %" PRIu64
+                      " CQ arms, %" PRIu64 " events, %" PRIu64 " posts on "
+                      "them, %" PRIu64 " idle; %u free slots, %u set "
+                      "aside, window full %d", r, received, target,
+                      quiet_us[r] / 1e3, ia->tx.bundles_open, ia->tx.armed,
+                      ia->tx.post_due, ia->tx.hold_ops,
+                      ia->stats.tx_hold_arms, ia->stats.tx_cq_events,
+                      ia->stats.tx_event_posts, ia->stats.tx_event_idle,
+                      hipower_tx_ring_free(&ep_of(pairs[0].ep_a)->tx.ring),
+                      ia->tx.stash.count,
+                      hipower_txwin_full(&ep_of(pairs[0].ep_a)->tx.win,
+                                         ep_of(pairs[0].ep_a)->txqp.txq.acked_sn));
+    }
+    qsort(quiet_us, rounds, sizeof(*quiet_us), cmp_double);
+    printf("bundle window event: %u rounds of %u messages (%u refusals), "
+           "%" PRIu64 " bundled in %" PRIu64 " bundles; %" PRIu64 " CQ arms, "
+           "%" PRIu64 " events, %" PRIu64 " bundles posted on them (%" PRIu64
+           " events found none), %" PRIu64 " by the safety timer; last send "
+           "to its delivery: p50 %.1f us, p99 %.1f us, max %.1f us\n",
+           rounds, N, refusals, ia->stats.tx_bundled, ia->stats.tx_bundles,
+           ia->stats.tx_hold_arms, ia->stats.tx_cq_events,
+           ia->stats.tx_event_posts, ia->stats.tx_event_idle,
+           ia->stats.hold_timer_posts, quiet_us[(rounds - 1) / 2],
+           quiet_us[(rounds * 99 - 1) / 100], quiet_us[rounds - 1]);
+    free(quiet_us);
+    ck_assert_uint_eq(ia->stats.hold_timer_posts, 0);
+    ck_assert_uint_gt(ia->stats.tx_bundled, target / 2);
+    ck_assert_uint_gt(ia->stats.tx_event_posts, 0);
+    ck_assert_int_eq(errors, 0);
+    ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
+    teardown_pairs();
+}
+END_TEST
+
 /*
  * Endpoint operations in two threads at once while the window is on (UCP
  * creates and destroys endpoints from UCX's async thread while the user's
@@ -1646,6 +1760,7 @@ void add_bundle_tests(Suite *suite)
     BUNDLE_CASE(suite, bundle_only_when_refused);
     BUNDLE_CASE(suite, bundle_window);
     BUNDLE_CASE(suite, bundle_window_deadline);
+    BUNDLE_CASE(suite, bundle_window_event);
     BUNDLE_CASE(suite, bundle_window_missed_ticks);
     BUNDLE_CASE(suite, hold_timer_modes);
     BUNDLE_CASE(suite, bundle_window_timer_races);

@@ -56,10 +56,12 @@ static const uct_hipower_stats_t *a_stats(void)
 /*
  * Once a send returned UCS_OK the sender calls nothing more: B's progress
  * alone must deliver the message (one announced only by the sender's next
- * call would never arrive). Twice: at the default, and with a bundle window
- * of 2 (UCX_HIPOWER_BUNDLE_WINDOW), where the sender, which never
- * progresses, soon has 2 frames in flight and its window holds the next
- * message: then the hold timer (BUNDLE_HOLD_TIME) has to post it.
+ * call would never arrive). Three times: at the default (a window of 1:
+ * the sender, which never progresses, has its frame in flight and the
+ * window holds the next message), where the completion event of the frame
+ * ahead of it must post it -- UCX's async thread -- and never the safety
+ * timer, set to 1 s here; with a window of 2; and with the event off
+ * (UCX_HIPOWER_BUNDLE_EVENT=n), where the timer (BUNDLE_HOLD_TIME) has to.
  */
 START_TEST(test_delivery_needs_no_sender_call)
 {
@@ -77,6 +79,11 @@ START_TEST(test_delivery_needs_no_sender_call)
 
     if (_i == 1) {
         setenv("UCX_HIPOWER_BUNDLE_WINDOW", "2", 1);
+    }
+    if (_i < 2) {
+        setenv("UCX_HIPOWER_BUNDLE_HOLD_TIME", "1s", 1);
+    } else {
+        setenv("UCX_HIPOWER_BUNDLE_EVENT", "n", 1);
     }
     setup_pairs(2);
     alloc_zbufs();
@@ -96,15 +103,23 @@ START_TEST(test_delivery_needs_no_sender_call)
         ck_assert_msg(received == before + 1, "message %u was not delivered "
                       "without a call of the sender", n);
     }
-    if (_i == 1) {
-        /* The timer did it: with a sender that never progresses, the
-         * window held messages (the first refusals, tx_window) and only
-         * the timer could post them */
-        printf("delivery without a sender call, bundle window 2: %" PRIu64
-               " sends held by the window, %" PRIu64 " posted by the hold "
-               "timer\n", a_stats()->tx_window,
-               a_stats()->tx_hold_posts);
-        ck_assert_uint_gt(a_stats()->tx_hold_posts, 0);
+    printf("delivery without a sender call (%s): %" PRIu64 " sends held "
+           "by the window, %" PRIu64 " CQ arms, %" PRIu64 " events, %"
+           PRIu64 " bundles posted on them, %" PRIu64 " by the safety "
+           "timer\n", (_i == 0) ? "default" : (_i == 1) ? "window 2" :
+           "no event", a_stats()->tx_window, a_stats()->tx_hold_arms,
+           a_stats()->tx_cq_events, a_stats()->tx_event_posts,
+           a_stats()->hold_timer_posts);
+    if (_i < 2) {
+        /* The window held messages (the first refusals, tx_window) and
+         * only the completion event could post them: the 1 s timer never
+         * had to */
+        ck_assert_uint_gt(a_stats()->tx_window, 0);
+        ck_assert_uint_gt(a_stats()->tx_event_posts, 0);
+        ck_assert_uint_eq(a_stats()->hold_timer_posts, 0);
+    } else {
+        ck_assert_uint_gt(a_stats()->hold_timer_posts, 0);
+        ck_assert_uint_eq(a_stats()->tx_event_posts, 0);
     }
     free_zbufs();
     ck_assert_int_eq(errors, 0);
@@ -727,6 +742,8 @@ START_TEST(test_hostile_peer_scribbles)
     unsigned i, spins, held_before;
     size_t off, total, chunk;
 
+    /* One frame per message: the hostile frame's slot is known */
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", "0", 1);
     setup_pairs(2);
     hold_probability = 1.0;
     for (i = 0; i < 16; ++i) {
@@ -1520,6 +1537,8 @@ START_TEST(test_recall_walks_trailing)
     /* Room for exactly 64 endpoints: the CQ has no entries of endpoints
      * that could be and are not, only TX_CQ_LEN for traffic */
     setenv("UCX_HIPOWER_TX_CQ_LEN", "64", 1);
+    /* Unsignaled messages: the bundle window signals every frame */
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", "0", 1);
     setenv("UCX_HIPOWER_SLOT_SIZE", "8192", 1);
     setenv("UCX_HIPOWER_SLOTS", "8", 1);
     setenv("UCX_HIPOWER_MIN_SLOTS", "8", 1);
@@ -2497,7 +2516,7 @@ END_TEST
 
 void add_conformance_tests(Suite *suite)
 {
-    CONFORMANCE_LOOP_CASE(suite, delivery_needs_no_sender_call, 600, 2);
+    CONFORMANCE_LOOP_CASE(suite, delivery_needs_no_sender_call, 600, 3);
     CONFORMANCE_CASE(suite, am_short_bounded_by_slot, 600);
     CONFORMANCE_CASE(suite, am_bad_input, 600);
     CONFORMANCE_CASE(suite, iface_fence_orders_get_then_put, 600);

@@ -1741,11 +1741,8 @@ static ucs_status_t uct_hipower_cm_listen(uct_hipower_iface_t *iface,
 
 static void uct_hipower_cm_close_fds(uct_hipower_iface_t *iface)
 {
-    if (iface->cm.epfd >= 0) {
-        close(iface->cm.epfd);
-        iface->cm.epfd = -1;
-    }
     if (iface->cm.event_fd >= 0) {
+        /* (Which takes it out of the interface's event fd) */
         close(iface->cm.event_fd);
         iface->cm.event_fd = -1;
     }
@@ -1760,7 +1757,6 @@ void uct_hipower_cm_construct(uct_hipower_iface_t *iface)
     iface->cm.enabled      = 0;
     iface->cm.listen_fd    = -1;
     iface->cm.event_fd     = -1;
-    iface->cm.epfd         = -1;
     iface->cm.io_epfd      = -1;
     uct_hipower_timer_init(&iface->cm.timer, iface->super.worker->async, 0,
                            uct_hipower_cm_timer, iface);
@@ -1828,24 +1824,12 @@ ucs_status_t uct_hipower_cm_open(uct_hipower_iface_t *iface,
         goto err;
     }
 
-    if (iface->event.channel != NULL) {
-        /* The interface's event fd: the completion channel's and ours */
-        iface->cm.epfd = epoll_create1(EPOLL_CLOEXEC);
-        if (iface->cm.epfd < 0) {
-            ucs_error("hipower %s: epoll_create1() failed: %m",
-                      iface->dev_name);
-            status = UCS_ERR_IO_ERROR;
-            goto err;
-        }
+    if (iface->event.epfd >= 0) {
+        /* The interface's event fd (hipower_event.c) has ours too */
         memset(&event, 0, sizeof(event));
-        event.events = EPOLLIN;
-        event.data.fd = iface->event.channel->fd;
-        if (epoll_ctl(iface->cm.epfd, EPOLL_CTL_ADD, event.data.fd,
-                      &event) < 0) {
-            goto err_epoll;
-        }
+        event.events  = EPOLLIN;
         event.data.fd = iface->cm.event_fd;
-        if (epoll_ctl(iface->cm.epfd, EPOLL_CTL_ADD, event.data.fd,
+        if (epoll_ctl(iface->event.epfd, EPOLL_CTL_ADD, event.data.fd,
                       &event) < 0) {
             goto err_epoll;
         }

@@ -77,7 +77,6 @@ typedef struct uct_hipower_cm {
     int                          enabled;
     int                          listen_fd;
     int                          event_fd;   /* Handlers' news for a sleeper */
-    int                          epfd;       /* The interface's event fd */
     int                          io_epfd;    /* Listener and handshake
                                                 sockets, polled by progress
                                                 while handshakes run */

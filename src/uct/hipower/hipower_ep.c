@@ -980,8 +980,8 @@ static ucs_status_t uct_hipower_iface_wait_qp(uct_hipower_iface_t *iface,
 {
     ucs_time_t deadline = uct_hipower_clock_now() +
                           ucs_time_from_sec(UCT_HIPOWER_WAIT_QP_SEC);
-    struct ibv_wc wc, *wcs;
-    unsigned size;
+    ucs_status_t status;
+    struct ibv_wc wc;
     int num_wcs;
 
     while (hipower_txq_outstanding(&txqp->txq) > 0) {
@@ -1002,19 +1002,10 @@ static ucs_status_t uct_hipower_iface_wait_qp(uct_hipower_iface_t *iface,
 
         iface->stats.tx_completions++;
         if (wc.qp_num != txqp->qp->qp_num) {
-            if (iface->tx.stash.count == iface->tx.stash.size) {
-                size = ucs_max(16, 2 * iface->tx.stash.size);
-                wcs  = ucs_realloc(iface->tx.stash.wcs, size * sizeof(*wcs),
-                                   "hipower stashed completions");
-                if (wcs == NULL) {
-                    ucs_error("hipower %s: no memory to set %u completions "
-                              "aside", iface->dev_name, size);
-                    return UCS_ERR_NO_MEMORY;
-                }
-                iface->tx.stash.wcs  = wcs;
-                iface->tx.stash.size = size;
+            status = uct_hipower_cq_stash_wc(iface, &wc);
+            if (status != UCS_OK) {
+                return status;
             }
-            iface->tx.stash.wcs[iface->tx.stash.count++] = wc;
             continue;
         }
 

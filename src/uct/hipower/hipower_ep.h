@@ -207,6 +207,8 @@ typedef struct uct_hipower_ep {
             /* The length of the endpoint's last bcopy: whether the next
              * is likely to fit, before its packer runs (hipower_ep_am.c) */
             uint32_t             bcopy_hint;
+            /* The safety timer's tick when it opened (iface->tx.hold_tick) */
+            uint32_t             tick;
         } bundle;
         /* The peer's slot our bundles fill (FLAG_FILL): open while no
          * slot was taken after it (ring.head == seq + 1) and length > 0 */
@@ -620,7 +622,16 @@ uct_hipower_held_enter(uct_hipower_iface_t *iface)
 static UCS_F_ALWAYS_INLINE void
 uct_hipower_held_leave(uct_hipower_iface_t *iface)
 {
-    (void)__atomic_sub_fetch(&iface->tx.hold_ops, 1, __ATOMIC_RELEASE);
+    /* Sequentially consistent, as the async thread's look at hold_ops
+     * after it marks post_due: if it saw this operation, this sees the
+     * mark, and the bundles it could not post go here, at the end of the
+     * call (not from an operation inside progress, or inside the async
+     * thread's own post: those post them when they finish) */
+    if ((__atomic_sub_fetch(&iface->tx.hold_ops, 1, __ATOMIC_SEQ_CST) == 0) &&
+        ucs_unlikely(__atomic_load_n(&iface->tx.post_due, __ATOMIC_SEQ_CST)) &&
+        !iface->tx.in_progress && !uct_hipower_hold_posting_here) {
+        uct_hipower_iface_hold_due(iface);
+    }
 }
 
 /* A wrapper of an endpoint operation for the bundle window: the plain one
@@ -639,12 +650,17 @@ uct_hipower_held_leave(uct_hipower_iface_t *iface)
         return _ret; \
     }
 
-/* The window holds a send: the hold timer must run (hipower_ep_hold.c) */
+/* The window holds a send: the completion of the frame ahead of it must
+ * be seen without the sender, so the send CQ is armed for the async
+ * thread if it is not; and the safety timer must run (hipower_ep_hold.c) */
 static UCS_F_ALWAYS_INLINE void
 uct_hipower_ep_hold(uct_hipower_iface_t *iface, int count)
 {
     iface->stats.tx_window += count;
     iface->tx.hold_seen     = 1;
+    if (ucs_unlikely(!*(volatile int*)&iface->tx.armed)) {
+        uct_hipower_iface_hold_arm(iface);
+    }
     if (ucs_unlikely(uct_hipower_timer_state(&iface->tx.hold_timer) ==
                      UCT_HIPOWER_TIMER_IDLE)) {
         uct_hipower_iface_hold_start(iface);

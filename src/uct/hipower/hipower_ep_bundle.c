@@ -65,8 +65,9 @@ ucs_status_t uct_hipower_ep_bundle_open(uct_hipower_ep_t *ep)
     hipower_bundle_init(&ep->tx.bundle.frame, uct_hipower_tx_op_buffer(op),
                         iface->config.max_payload +
                         2 * HIPOWER_BUNDLE_HDR_SIZE);
-    ep->tx.bundle.op  = op;
-    ep->flags        |= UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN;
+    ep->tx.bundle.op   = op;
+    ep->tx.bundle.tick = iface->tx.hold_tick;
+    ep->flags         |= UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN;
     ++iface->tx.bundles_open;
     /* Progress posts it once there is room */
     uct_hipower_ep_add_pending_list(ep);
@@ -303,7 +304,8 @@ void uct_hipower_ep_bundle_leave(uct_hipower_ep_t *ep)
     }
 }
 
-unsigned uct_hipower_iface_post_bundles(uct_hipower_iface_t *iface)
+unsigned uct_hipower_iface_post_bundles_before(uct_hipower_iface_t *iface,
+                                               int all, uint32_t tick)
 {
     uct_hipower_ep_t *ep, *tmp;
 
@@ -313,9 +315,15 @@ unsigned uct_hipower_iface_post_bundles(uct_hipower_iface_t *iface)
         if (iface->tx.bundles_open == 0) {
             break;
         }
-        if (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
+        if ((ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
+            (all || (ep->tx.bundle.tick != tick))) {
             (void)uct_hipower_ep_bundle_post(ep, 0);
         }
     }
     return iface->tx.bundles_open;
+}
+
+unsigned uct_hipower_iface_post_bundles(uct_hipower_iface_t *iface)
+{
+    return uct_hipower_iface_post_bundles_before(iface, 1, 0);
 }

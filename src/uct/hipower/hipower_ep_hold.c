@@ -44,9 +44,14 @@
 
 #include "hipower_ep.h"
 
+#include "hipower_verbs.h"
+
 #include <ucs/async/async.h>
 #include <ucs/debug/log.h>
+#include <errno.h>
 #include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 
 __thread int uct_hipower_hold_posting_here = 0;
@@ -174,23 +179,53 @@ static void uct_hipower_held_ep_destroy(uct_ep_h tl_ep)
     uct_hipower_held_leave(iface);
 }
 
-/* Posts the open bundles (uct_hipower_iface_post_bundles(): unwindowed,
- * each needs only a slot and room; one that cannot go stays for progress;
- * a post that fails fails its endpoint, and UCP's error handler is
- * UCT_CB_FLAG_ASYNC, as for its wire-up from this thread). Returns whether
- * the timer is still needed. */
+static void uct_hipower_iface_hold_reap(uct_hipower_iface_t *iface);
+
+/* Posts the bundles held for a whole tick (uct_hipower_iface_post_bundles():
+ * unwindowed, each needs only a slot and room; one that cannot go stays
+ * for progress; a post that fails fails its endpoint, and UCP's error
+ * handler is UCT_CB_FLAG_ASYNC, as for its wire-up from this thread).
+ * Those opened since the last tick are left to their completion event:
+ * under load a bundle is always open, and a timer that posted it would
+ * post a bundle every tick. Returns whether the timer is still needed. */
 static int uct_hipower_iface_hold_post(uct_hipower_iface_t *iface)
 {
     unsigned open = iface->tx.bundles_open;
+    uint32_t tick = iface->tx.hold_tick++;
 
     if ((open == 0) && !iface->tx.hold_seen) {
         return 0;
     }
 
-    iface->tx.hold_seen        = 0;
+    iface->tx.hold_seen = 0;
+    if (open > 0) {
+        uct_hipower_iface_hold_reap(iface);
+    }
     /* Those that went (or were dropped with a failed endpoint) */
-    iface->stats.tx_hold_posts += open - uct_hipower_iface_post_bundles(iface);
+    iface->stats.hold_timer_posts +=
+            open - uct_hipower_iface_post_bundles_before(iface, 0, tick);
     return 1;
+}
+
+/* Marks the async thread at work on the interface's bundles, unless an
+ * endpoint operation runs: each stores its own mark, then reads the
+ * other's, both sequentially consistent, so of two that start together at
+ * least one sees the other */
+static int uct_hipower_iface_hold_enter(uct_hipower_iface_t *iface)
+{
+    __atomic_store_n(&iface->tx.hold_posting, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&iface->tx.hold_ops, __ATOMIC_SEQ_CST) != 0) {
+        __atomic_store_n(&iface->tx.hold_posting, 0, __ATOMIC_RELEASE);
+        return 0;
+    }
+    uct_hipower_hold_posting_here = 1;
+    return 1;
+}
+
+static void uct_hipower_iface_hold_leave(uct_hipower_iface_t *iface)
+{
+    uct_hipower_hold_posting_here = 0;
+    __atomic_store_n(&iface->tx.hold_posting, 0, __ATOMIC_RELEASE);
 }
 
 static void uct_hipower_iface_hold_timer(void *arg)
@@ -198,21 +233,15 @@ static void uct_hipower_iface_hold_timer(void *arg)
     uct_hipower_iface_t *iface = arg;
     int needed;
 
-    __atomic_store_n(&iface->tx.hold_posting, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&iface->tx.hold_ops, __ATOMIC_SEQ_CST) != 0) {
-        /* An operation runs in the user's thread: the next tick */
-        __atomic_store_n(&iface->tx.hold_posting, 0, __ATOMIC_RELEASE);
-        return;
+    if (!uct_hipower_iface_hold_enter(iface)) {
+        return; /* An operation runs in the user's thread: the next tick */
     }
-
-    uct_hipower_hold_posting_here = 1;
     needed = uct_hipower_iface_hold_post(iface);
-    uct_hipower_hold_posting_here = 0;
     if (!needed) {
         /* A tick with nothing held: stop until the window holds again */
         uct_hipower_timer_stop(&iface->tx.hold_timer);
     }
-    __atomic_store_n(&iface->tx.hold_posting, 0, __ATOMIC_RELEASE);
+    uct_hipower_iface_hold_leave(iface);
 }
 
 void uct_hipower_iface_hold_start(uct_hipower_iface_t *iface)
@@ -221,12 +250,289 @@ void uct_hipower_iface_hold_start(uct_hipower_iface_t *iface)
 
     status = uct_hipower_timer_start(&iface->tx.hold_timer);
     if (status != UCS_OK) {
-        /* Held bundles still go at the sender's progress, flush and arm */
+        /* Held bundles still go at the completion event, and at the
+         * sender's progress, flush and arm */
         ucs_warn("hipower %s: no timer for UCX_" UCT_HIPOWER_CONFIG_PREFIX
-                 "BUNDLE_HOLD_TIME (%s): bundles held by the window wait for "
-                 "the sender's next call", iface->dev_name,
+                 "BUNDLE_HOLD_TIME (%s): a bundle whose completion event is "
+                 "lost waits for the sender's next call", iface->dev_name,
                  ucs_status_string(status));
     }
+}
+
+/*
+ * The flush on completion. A held bundle waits for the completion of the
+ * frame ahead of it (the window's last frame, always signaled). The first
+ * send the window holds arms the send CQ (uct_hipower_iface_hold_arm());
+ * the completion makes an event on the send CQ's own channel, which UCX's
+ * async thread watches:
+ *  1. uct_hipower_iface_tx_event(), a handler without an async context, so
+ *     that UCX runs it at once and never leaves it in the context's miss
+ *     queue: reads and acknowledges the events (unless the user sleeps on
+ *     UCT_EVENT_SEND_COMP: its event fd has the channel, and the event is
+ *     its to see); and, if the CQ was armed for held bundles, marks
+ *     post_due and writes relay_fd;
+ *  2. uct_hipower_iface_tx_relay(), relay_fd's handler, of the worker's
+ *     async context (run under its lock): posts the open bundles, marked
+ *     apart from endpoint operations as the timer is
+ *     (uct_hipower_iface_hold_enter()).
+ * Whoever is in the way posts them instead: an endpoint operation running
+ * in the user's thread, at its end (uct_hipower_held_leave()); progress,
+ * which held the lock when step 2 came, right after it gave the lock back
+ * (UCX's miss queue would keep step 2 until the next UCP progress call,
+ * and for ever in a program that drives UCT alone). Each reads the mark
+ * after its own store, as step 1 writes it before it tries the lock.
+ * So a held bundle leaves one completion after the frame ahead of it plus
+ * the async thread's wake-up, whatever the sender does; the safety timer
+ * posts only what was held a whole tick (a lost event).
+ */
+
+static void uct_hipower_iface_tx_event(int fd, ucs_event_set_types_t events,
+                                       void *arg)
+{
+    uct_hipower_iface_t *iface = arg;
+    uint64_t one               = 1;
+    unsigned count;
+
+    if (__atomic_load_n(&iface->tx.user_armed, __ATOMIC_SEQ_CST)) {
+        /* The user sleeps on this channel too (its event fd has it): the
+         * event is left for it to see, and its arm to read */
+        count = 1;
+    } else {
+        count = uct_hipower_channel_take(iface->tx.channel, iface->cq);
+        if (count == 0) {
+            return; /* The user's arm read it */
+        }
+    }
+
+    __atomic_fetch_add(&iface->stats.tx_cq_events, count, __ATOMIC_RELAXED);
+    if (__atomic_exchange_n(&iface->tx.armed, 0, __ATOMIC_SEQ_CST)) {
+        /* The mark before the lock is tried (step 2) */
+        __atomic_store_n(&iface->tx.post_due, 1, __ATOMIC_SEQ_CST);
+        if ((write(iface->tx.relay_fd, &one, sizeof(one)) < 0) &&
+            (errno != EAGAIN)) {
+            ucs_debug("hipower %s: eventfd write failed: %m",
+                      iface->dev_name);
+        }
+    }
+}
+
+/* Handles @a wc if that touches nothing of the user's -- only the
+ * transport's own requests and AM frames without a completion are done by
+ * it (an AM frame's, a recycle READ's that gives slots back) -- and returns
+ * 1; 0 otherwise: a user's completion, a fetched value or a failure are
+ * for the user's progress (UCT calls the user's callbacks from there,
+ * never from UCX's async thread) */
+static int uct_hipower_iface_hold_wc(uct_hipower_iface_t *iface,
+                                     struct ibv_wc *wc)
+{
+    khiter_t iter = kh_get(uct_hipower_qp_ep, &iface->qp_eps, wc->qp_num);
+    uct_hipower_txqp_t *txqp;
+    uct_hipower_tx_op_t *op;
+    uct_hipower_ep_t *ep;
+
+    if ((iter == kh_end(&iface->qp_eps)) || (wc->status != IBV_WC_SUCCESS)) {
+        return 0;
+    }
+    txqp = kh_value(&iface->qp_eps, iter);
+    if (txqp->is_gc) {
+        return 0;
+    }
+
+    ep = uct_hipower_txqp_ep(txqp);
+    ucs_queue_for_each(op, &ep->txqp.outstanding, queue) {
+        if ((int64_t)(op->sn - wc->wr_id) > 0) {
+            break;
+        }
+        if ((op->comp != NULL) || (op->type == UCT_HIPOWER_OP_GET_BCOPY) ||
+            (op->type == UCT_HIPOWER_OP_ATOMIC64)) {
+            return 0;
+        }
+    }
+    uct_hipower_ep_tx_completion(ep, wc);
+    return 1;
+}
+
+/* Under the exclusion of the bundles' posters: takes the send CQ's
+ * completions the sender did not handle (it computes, or stopped calling)
+ * and handles those that touch nothing of the user's, in order: the
+ * window then sees the frames that completed, and the sender's ring the
+ * slots a recycle READ gave back -- a held bundle that waits for a slot
+ * waits for that READ's completion, which only the sender's progress
+ * handled before (found by bundle_window_event in push mode: the last
+ * bundle of a silent sender held for ever with no free slot) */
+static void uct_hipower_iface_hold_reap(uct_hipower_iface_t *iface)
+{
+    struct ibv_wc wc[16];
+    int i, num_wcs;
+
+    do {
+        num_wcs = ibv_poll_cq(iface->cq, ucs_static_array_size(wc), wc);
+        for (i = 0; i < num_wcs; ++i) {
+            if (uct_hipower_cq_stash_wc(iface, &wc[i]) != UCS_OK) {
+                return; /* Reported */
+            }
+        }
+        if (num_wcs > 0) {
+            iface->stats.tx_completions += num_wcs;
+        }
+    } while (num_wcs == (int)ucs_static_array_size(wc));
+
+    if (*(volatile unsigned*)&iface->tx.stash.count > 0) {
+        iface->stats.tx_reaped += uct_hipower_cq_stash_reap(
+                iface, uct_hipower_iface_hold_wc);
+    }
+}
+
+/* Under the worker's async lock: posts the held bundles if the mark says
+ * an event came for them, unless an endpoint operation runs (it posts them
+ * at its end) */
+static void uct_hipower_iface_hold_event_post(uct_hipower_iface_t *iface)
+{
+    unsigned open;
+
+    if (!__atomic_load_n(&iface->tx.post_due, __ATOMIC_SEQ_CST) ||
+        !uct_hipower_iface_hold_enter(iface)) {
+        return;
+    }
+
+    __atomic_store_n(&iface->tx.post_due, 0, __ATOMIC_SEQ_CST);
+    open = iface->tx.bundles_open;
+    if (open > 0) {
+        uct_hipower_iface_hold_reap(iface);
+    }
+    if (open == 0) {
+        iface->stats.tx_event_idle++;
+    } else {
+        iface->stats.tx_event_posts += open -
+                                       uct_hipower_iface_post_bundles(iface);
+    }
+    uct_hipower_iface_hold_leave(iface);
+}
+
+static void uct_hipower_iface_tx_relay(int fd, ucs_event_set_types_t events,
+                                       void *arg)
+{
+    uct_hipower_iface_t *iface = arg;
+    uint64_t value;
+
+    /* Read, so the next write is a new edge; nothing read (polling mode
+     * calls every handler) with the mark set still posts */
+    (void)read(iface->tx.relay_fd, &value, sizeof(value));
+    uct_hipower_iface_hold_event_post(iface);
+}
+
+void uct_hipower_iface_hold_due(uct_hipower_iface_t *iface)
+{
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    /* Not from the async thread's own post (its error handlers) */
+    if (!uct_hipower_hold_posting_here) {
+        uct_hipower_iface_hold_event_post(iface);
+    }
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+}
+
+void uct_hipower_iface_hold_arm(uct_hipower_iface_t *iface)
+{
+    struct ibv_wc wc[16];
+    int i, num_wcs;
+
+    if (!iface->tx.flush_async) {
+        return; /* The timer and the sender's calls only */
+    }
+
+    /* Set before the arm: the event clears it (step 1) */
+    __atomic_store_n(&iface->tx.armed, 1, __ATOMIC_SEQ_CST);
+    if (uct_hipower_cq_arm(iface, iface->cq) != UCS_OK) {
+        __atomic_store_n(&iface->tx.armed, 0, __ATOMIC_SEQ_CST);
+        return; /* Reported; the timer posts */
+    }
+    iface->stats.tx_hold_arms++;
+
+    /* A completion that came before the arm made no event: the frame
+     * ahead may be done already (a sender that computed since it posted
+     * it, with no progress call to see it). What is there is set aside
+     * for the next poll (it cannot be handled inside a send), and the
+     * held bundles go at the end of this call (uct_hipower_held_leave()).
+     * So they do if completions were set aside before and not handled
+     * yet: the window, which counts only handled ones, may be waiting for
+     * one of those (found by bundle_window_event: a silent sender's last
+     * bundle held for ever, its frame ahead done and set aside by an
+     * earlier arm) */
+    num_wcs = ibv_poll_cq(iface->cq, ucs_static_array_size(wc), wc);
+    if ((num_wcs <= 0) &&
+        (*(volatile unsigned*)&iface->tx.stash.count == 0)) {
+        return;
+    }
+    if (num_wcs > 0) {
+        iface->stats.tx_completions += num_wcs;
+    }
+    for (i = 0; i < num_wcs; ++i) {
+        if (uct_hipower_cq_stash_wc(iface, &wc[i]) != UCS_OK) {
+            break; /* Reported; lost completions fail their endpoints */
+        }
+    }
+    __atomic_store_n(&iface->tx.post_due, 1, __ATOMIC_SEQ_CST);
+}
+
+void uct_hipower_iface_hold_drain(uct_hipower_iface_t *iface)
+{
+    /* The bundles an event read here was for went before (the arm posts
+     * them): the next hold arms again */
+    if (uct_hipower_channel_take(iface->tx.channel, iface->cq) > 0) {
+        __atomic_store_n(&iface->tx.armed, 0, __ATOMIC_SEQ_CST);
+    }
+}
+
+void uct_hipower_iface_hold_open(uct_hipower_iface_t *iface)
+{
+    ucs_async_context_t *async = iface->super.worker->async;
+    ucs_status_t status;
+
+    if ((async->mode != UCS_ASYNC_MODE_THREAD_SPINLOCK) &&
+        (async->mode != UCS_ASYNC_MODE_THREAD_MUTEX)) {
+        ucs_debug("hipower %s: no async thread: bundles held by the window "
+                  "go at the sender's next call or at the timer",
+                  iface->dev_name);
+        return;
+    }
+
+    iface->tx.relay_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (iface->tx.relay_fd < 0) {
+        ucs_warn("hipower %s: eventfd() failed: %m: bundles held by the "
+                 "window go at the sender's next call or at the timer",
+                 iface->dev_name);
+        return;
+    }
+
+    status = ucs_async_set_event_handler(async->mode, iface->tx.relay_fd,
+                                         UCS_EVENT_SET_EVREAD |
+                                         UCS_EVENT_SET_EDGE_TRIGGERED,
+                                         uct_hipower_iface_tx_relay, iface,
+                                         async);
+    if (status != UCS_OK) {
+        goto err_close;
+    }
+
+    /* No context: run at once, never missed */
+    status = ucs_async_set_event_handler(async->mode, iface->tx.channel->fd,
+                                         UCS_EVENT_SET_EVREAD |
+                                         UCS_EVENT_SET_EDGE_TRIGGERED,
+                                         uct_hipower_iface_tx_event, iface,
+                                         NULL);
+    if (status != UCS_OK) {
+        ucs_async_remove_handler(iface->tx.relay_fd, 1);
+        goto err_close;
+    }
+
+    iface->tx.flush_async = 1;
+    return;
+
+err_close:
+    ucs_warn("hipower %s: the async thread does not watch the send CQ (%s): "
+             "bundles held by the window go at the sender's next call or at "
+             "the timer", iface->dev_name, ucs_status_string(status));
+    close(iface->tx.relay_fd);
+    iface->tx.relay_fd = -1;
 }
 
 void uct_hipower_iface_hold_init(uct_hipower_iface_t *iface)
@@ -270,5 +576,13 @@ void uct_hipower_iface_hold_init(uct_hipower_iface_t *iface)
 
 void uct_hipower_iface_hold_cleanup(uct_hipower_iface_t *iface)
 {
+    if (iface->tx.flush_async) {
+        /* Waits for a handler that runs */
+        ucs_async_remove_handler(iface->tx.channel->fd, 1);
+        ucs_async_remove_handler(iface->tx.relay_fd, 1);
+        close(iface->tx.relay_fd);
+        iface->tx.relay_fd    = -1;
+        iface->tx.flush_async = 0;
+    }
     uct_hipower_timer_cleanup(&iface->tx.hold_timer);
 }

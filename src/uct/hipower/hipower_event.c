@@ -49,43 +49,90 @@
 #include <ucs/sys/sys.h>
 #include <string.h>
 #include <errno.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 
 /* Completions taken from rx_cq per poll */
 #define UCT_HIPOWER_EVENT_POLL  16
 
 
+/* The event fd: an epoll set of the wake-up receives' channel and the
+ * send CQ's (UCT_EVENT_SEND_COMP; UCX's async thread leaves an event there
+ * while the user sleeps on it: hipower_ep_hold.c); the handshake listener
+ * adds its eventfd (hipower_cm.c) */
+static ucs_status_t uct_hipower_iface_event_fd_init(uct_hipower_iface_t *iface)
+{
+    int fds[2] = {iface->event.channel->fd, iface->tx.channel->fd};
+    struct epoll_event event;
+    int i;
+
+    iface->event.epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (iface->event.epfd < 0) {
+        ucs_error("hipower %s: epoll_create1() failed: %m", iface->dev_name);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    for (i = 0; i < 2; ++i) {
+        memset(&event, 0, sizeof(event));
+        event.events  = EPOLLIN;
+        event.data.fd = fds[i];
+        if (epoll_ctl(iface->event.epfd, EPOLL_CTL_ADD, fds[i], &event) < 0) {
+            ucs_error("hipower %s: epoll_ctl(ADD %d) failed: %m",
+                      iface->dev_name, fds[i]);
+            return UCS_ERR_IO_ERROR;
+        }
+    }
+    return UCS_OK;
+}
+
 ucs_status_t uct_hipower_iface_event_init(uct_hipower_iface_t *iface,
                                           unsigned cq_len)
 {
     ucs_status_t status;
 
-    iface->event.gen     = 0;
-    iface->event.new_gen = 1;
+    iface->event.gen       = 0;
+    iface->event.new_gen   = 1;
+    iface->event.epfd      = -1;
     status = uct_hipower_channel_create(iface, &iface->event.channel);
     if (status != UCS_OK) {
         iface->event.channel = NULL;
         return status;
     }
 
+    status = uct_hipower_iface_event_fd_init(iface);
+    if (status != UCS_OK) {
+        goto err;
+    }
+
     status = uct_hipower_cq_create(iface, cq_len, iface->event.channel,
                                    "wake-up receives", &iface->event.rx_cq);
     if (status != UCS_OK) {
-        uct_hipower_channel_destroy(iface->event.channel);
-        iface->event.channel = NULL;
-        return status;
+        goto err;
     }
 
     return UCS_OK;
+
+err:
+    uct_hipower_iface_event_cleanup(iface);
+    iface->event.channel = NULL;
+    return status;
 }
 
 void uct_hipower_iface_event_cleanup(uct_hipower_iface_t *iface)
 {
     if (iface->event.rx_cq != NULL) {
         uct_hipower_cq_destroy(iface, iface->event.rx_cq);
+        iface->event.rx_cq = NULL;
+    }
+    if (iface->event.epfd >= 0) {
+        close(iface->event.epfd);
+        iface->event.epfd = -1;
     }
     if (iface->event.channel != NULL) {
         uct_hipower_channel_destroy(iface->event.channel);
+        iface->event.channel = NULL;
     }
 }
 
@@ -187,10 +234,7 @@ ucs_status_t uct_hipower_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
         return UCS_ERR_UNSUPPORTED;
     }
 
-    /* With the handshake listener: an epoll set of the completion channel
-     * and the handshakes' eventfd (hipower_cm.h) */
-    *fd_p = (iface->cm.epfd >= 0) ? iface->cm.epfd :
-            iface->event.channel->fd;
+    *fd_p = iface->event.epfd;
     return UCS_OK;
 }
 
@@ -282,6 +326,8 @@ static ucs_status_t uct_hipower_iface_do_event_arm(uct_hipower_iface_t *iface,
     if (status != UCS_OK) {
         return status;
     }
+    /* The send CQ's events: the bundles they were for went above */
+    uct_hipower_iface_hold_drain(iface);
 
     /* Handshakes that finished wait for progress */
     if (iface->cm.enabled && (uct_hipower_cm_arm(iface) != UCS_OK)) {
@@ -289,6 +335,9 @@ static ucs_status_t uct_hipower_iface_do_event_arm(uct_hipower_iface_t *iface,
     }
 
     if (events & UCT_EVENT_SEND_COMP) {
+        /* Before the arm: the async thread leaves the event to the event
+         * fd (hipower_ep_hold.c) */
+        __atomic_store_n(&iface->tx.user_armed, 1, __ATOMIC_SEQ_CST);
         status = uct_hipower_cq_arm(iface, iface->cq);
         if (status != UCS_OK) {
             return status;

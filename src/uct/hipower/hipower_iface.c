@@ -254,33 +254,40 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      ucs_offsetof(uct_hipower_iface_config_t, bundle_fill),
      UCS_CONFIG_TYPE_BOOL},
 
-    {"BUNDLE_WINDOW", "0",
+    {"BUNDLE_WINDOW", "auto",
      "With BUNDLE=y: how many of an endpoint's active-message frames may be\n"
      "in flight (posted, no completion seen yet), 1 to 8, before its next\n"
      "short and bcopy messages wait in its bundle instead of going as frames\n"
-     "of their own; the bundle goes, one frame, at the sender's progress that\n"
-     "sees the completion, or at once when the next message does not fit,\n"
-     "at flush, at event arm or before a zero-copy or RMA operation. A\n"
-     "message that finds fewer\n"
-     "frames in flight, as a lone message does, goes at once, alone. Under\n"
-     "load a stream of small messages becomes about one write per round trip\n"
-     "per window entry: far fewer packets, doorbells and completions per\n"
-     "message. The cost: a message held by the window waits for the\n"
-     "sender's next progress, flush or arm, or at most BUNDLE_HOLD_TIME, and\n"
-     "each endpoint operation passes a wrapper that keeps it apart from the\n"
-     "hold timer. 0: no window; a message is bundled only when it cannot be\n"
-     "posted (no free peer slot, no send or completion queue room).",
+     "of their own. A message that finds fewer frames in flight, as a lone\n"
+     "message or a ping-pong does, goes at once, alone. A held bundle goes,\n"
+     "one frame, when the completion of the frame ahead of it is seen: by\n"
+     "the sender's progress, send, flush or event arm, or else by UCX's\n"
+     "async thread, which the first held message asks for that completion's\n"
+     "event; so it never waits for the sender's next call (docs/protocol.md\n"
+     "2.1). Under load a stream of small messages becomes about one write\n"
+     "per round trip: far fewer packets, doorbells and completions per\n"
+     "message. 'auto': 1 where the worker's async context has a thread (its\n"
+     "default), 0 in its polling and signal modes. 0: no window; a message\n"
+     "is bundled only when it cannot be posted (no free peer slot, no send\n"
+     "or completion queue room).",
      ucs_offsetof(uct_hipower_iface_config_t, bundle_window),
-     UCS_CONFIG_TYPE_UINT},
+     UCS_CONFIG_TYPE_ULUNITS},
+
+    {"BUNDLE_EVENT", "y",
+     "With BUNDLE_WINDOW: UCX's async thread posts a held bundle on the\n"
+     "completion event of the frame ahead of it. 'n' leaves it to the\n"
+     "sender's next call and the BUNDLE_HOLD_TIME timer: for diagnosis only.",
+     ucs_offsetof(uct_hipower_iface_config_t, bundle_event),
+     UCS_CONFIG_TYPE_BOOL},
 
     {"BUNDLE_HOLD_TIME", "10ms",
-     "With BUNDLE_WINDOW: the longest a bundle held by the window waits for\n"
-     "the sender's next call (0.01ms to 1s). Past it a timer of the worker's\n"
-     "async context posts the bundle, so that delivery never waits for a\n"
-     "sender that stopped calling UCX. The timer runs only while bundles are\n"
-     "held, and ticks at this period: 1ms cost the rig's am_bw a fifth of its\n"
-     "8-byte rate in wake-ups of the async thread, 10ms nothing measurable.\n"
-     "With an async context in poll mode it fires only when that is polled.",
+     "With BUNDLE_WINDOW: the safety net's period (0.01ms to 1s). A bundle\n"
+     "held by the window normally goes on the completion of the frame ahead\n"
+     "of it; one still held a whole period later (a completion event lost,\n"
+     "or no async thread) is posted by a timer of the worker's async\n"
+     "context, and counted (hold_timer_posts). The timer runs only while\n"
+     "bundles are held: an idle process has no timer waking it. With an\n"
+     "async context in poll mode it fires only when that is polled.",
      ucs_offsetof(uct_hipower_iface_config_t, bundle_hold_time),
      UCS_CONFIG_TYPE_TIME_UNITS},
 
@@ -406,9 +413,10 @@ uct_hipower_iface_check_config(uct_hipower_iface_t *self,
         !uct_hipower_config_in_range(self, "SIGNAL_INTERVAL",
                                      config->signal_interval, 1,
                                      config->tx_queue_len / 2) ||
-        !uct_hipower_config_in_range(self, "BUNDLE_WINDOW",
-                                     config->bundle_window, 0,
-                                     HIPOWER_TXWIN_MAX) ||
+        ((config->bundle_window != UCS_ULUNITS_AUTO) &&
+         !uct_hipower_config_in_range(self, "BUNDLE_WINDOW",
+                                      config->bundle_window, 0,
+                                      HIPOWER_TXWIN_MAX)) ||
         !uct_hipower_config_in_range(self, "BUNDLE_HOLD_TIME (in ns)",
                                      (unsigned long)(ucs_time_to_nsec(
                                          config->bundle_hold_time) + 0.5),
@@ -711,28 +719,19 @@ static void uct_hipower_iface_tx_wc(uct_hipower_iface_t *iface,
     }
 }
 
-/* The completions uct_hipower_iface_wait_qp() set aside, in their order.
- * A callback may connect another endpoint and set more aside: they go to
- * a new array, handed out by the next poll. */
+/* The completions set aside (uct_hipower_cq_stash_wc()), in their
+ * order. A callback may set more aside: they go to a new array, handed out
+ * by the next poll. */
 static unsigned uct_hipower_iface_unstash(uct_hipower_iface_t *iface)
 {
-    struct ibv_wc *wcs = iface->tx.stash.wcs;
-    unsigned size      = iface->tx.stash.size;
-    unsigned i, count  = iface->tx.stash.count;
+    struct ibv_wc *wcs;
+    unsigned i, size, count;
 
-    iface->tx.stash.wcs   = NULL;
-    iface->tx.stash.size  = 0;
-    iface->tx.stash.count = 0;
+    count = uct_hipower_cq_stash_take(iface, &wcs, &size);
     for (i = 0; i < count; ++i) {
         uct_hipower_iface_tx_wc(iface, &wcs[i]);
     }
-
-    if (iface->tx.stash.wcs == NULL) {
-        iface->tx.stash.wcs  = wcs;  /* Kept for the next time */
-        iface->tx.stash.size = size;
-    } else {
-        ucs_free(wcs);
-    }
+    uct_hipower_cq_stash_return(iface, wcs, size);
     return count;
 }
 
@@ -741,7 +740,7 @@ unsigned uct_hipower_iface_poll_cq(uct_hipower_iface_t *iface)
     struct ibv_wc wc[UCT_HIPOWER_CQ_BATCH];
     int i, num_wcs;
 
-    if (ucs_unlikely(iface->tx.stash.count > 0)) {
+    if (ucs_unlikely(*(volatile unsigned*)&iface->tx.stash.count > 0)) {
         return uct_hipower_iface_unstash(iface);
     }
 
@@ -815,6 +814,11 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
             uct_hipower_iface_grant_wake(iface);
             uct_hipower_iface_grant_deadline(iface);
         }
+    }
+
+    if (ucs_unlikely(iface->tx.user_armed)) {
+        /* Awake: no more send completion events to pass on */
+        iface->tx.user_armed = 0;
     }
 
     count = uct_hipower_iface_poll_cq(iface);
@@ -920,8 +924,19 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
     unsigned count;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
+    ++iface->tx.in_progress;
     count = uct_hipower_iface_do_progress(iface);
+    --iface->tx.in_progress;
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+
+    /* A send completion event that held bundles wait for, which the async
+     * thread could not hand to them while this held the lock (it set the
+     * mark before it tried the lock: hipower_ep_hold.c) */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (ucs_unlikely(*(volatile int*)&iface->tx.post_due)) {
+        uct_hipower_iface_hold_due(iface);
+        ++count;
+    }
     return count;
 }
 
@@ -1153,6 +1168,15 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->tx.starved    = 0;
     self->tx.bundles_open = 0;
     self->tx.hold_seen    = 0;
+    self->tx.channel      = NULL;
+    self->tx.relay_fd     = -1;
+    self->tx.armed        = 0;
+    self->tx.post_due     = 0;
+    self->tx.user_armed   = 0;
+    self->tx.flush_async  = 0;
+    self->tx.stash_lock   = 0;
+    self->tx.in_progress  = 0;
+    self->tx.hold_tick    = 0;
     self->tx.hold_ops     = 0;
     self->tx.failures_due = 0;
     self->tx.hold_posting = 0;
@@ -1197,7 +1221,18 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->config.announce_batch    = config->announce_batch;
     self->config.hold_slots        = config->hold_slots;
     self->config.bundle            = config->bundle;
-    self->config.bundle_window     = config->bundle_window;
+    if (config->bundle_window == UCS_ULUNITS_AUTO) {
+        /* One frame in flight, where UCX's async thread can post a held
+         * bundle on that frame's completion (hipower_ep_hold.c); none
+         * where only the sender's next call or a timer could */
+        self->config.bundle_window =
+                (config->bundle &&
+                 ((self->super.worker->async->mode == UCS_ASYNC_MODE_THREAD_SPINLOCK) ||
+                  (self->super.worker->async->mode == UCS_ASYNC_MODE_THREAD_MUTEX))) ?
+                1 : 0;
+    } else {
+        self->config.bundle_window = config->bundle_window;
+    }
     /* Filled slots are walked by the self-mode receive path, which moves
      * on once the sender's next frame landed (docs/protocol.md 2.2) */
     self->config.bundle_fill       = config->bundle && config->bundle_fill &&
@@ -1330,6 +1365,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
      * Every endpoint the arena can hold has its wake-up receives. */
     self->event.channel     = NULL;
     self->event.rx_cq       = NULL;
+    self->event.epfd        = -1;
     self->event.gen         = 0;
     self->event.gen_seq     = 0;
     self->event.rx_expected = 0;
@@ -1338,11 +1374,19 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->tx.stash.wcs      = NULL;
     self->tx.stash.count    = 0;
     self->tx.stash.size     = 0;
+    /* The send CQ's own channel: UCX's async thread watches it for the
+     * completions that held bundles wait for (hipower_ep_hold.c), and the
+     * user's event fd has it for UCT_EVENT_SEND_COMP */
+    status = uct_hipower_channel_create(self, &self->tx.channel);
+    if (status != UCS_OK) {
+        self->tx.channel = NULL;
+        goto err;
+    }
     if (self->config.notify != UCT_HIPOWER_NOTIFY_PULL) {
         status = uct_hipower_iface_event_init(self, UCT_HIPOWER_EVENT_RECVS *
                                                     eps_possible);
         if (status != UCS_OK) {
-            goto err;
+            goto err_destroy_channel;
         }
     } else {
         /* Pull mode has no wake-ups, but each peer's hello (hipower_ep.c)
@@ -1351,7 +1395,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
                                        "the peers' ready receives",
                                        &self->event.rx_cq);
         if (status != UCS_OK) {
-            goto err;
+            goto err_destroy_channel;
         }
     }
 
@@ -1360,7 +1404,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->tx.cq_len     = config->tx_cq_len +
                           (eps_possible * UCT_HIPOWER_EP_CQ_ENTRIES);
     self->tx.cq_credits = self->tx.cq_len;
-    status = uct_hipower_cq_create(self, self->tx.cq_len, self->event.channel,
+    status = uct_hipower_cq_create(self, self->tx.cq_len, self->tx.channel,
                                    "send completions", &self->cq);
     if (status != UCS_OK) {
         goto err_cleanup_event;
@@ -1442,6 +1486,10 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
      * failure above, whose path does not clean them up (hipower_timer.h) */
     if (self->config.bundle_window > 0) {
         (void)uct_hipower_timer_prepare(&self->tx.hold_timer);
+        /* And the async thread's watch of the send CQ (hipower_ep_hold.c) */
+        if (config->bundle_event) {
+            uct_hipower_iface_hold_open(self);
+        }
     }
 
     ucs_debug("hipower %s: opened, notify %s, %u-byte slots %u apart, %u "
@@ -1467,6 +1515,8 @@ err_destroy_cq:
     uct_hipower_cq_destroy(self, self->cq);
 err_cleanup_event:
     uct_hipower_iface_event_cleanup(self);
+err_destroy_channel:
+    uct_hipower_channel_destroy(self->tx.channel);
 err:
     kh_destroy_inplace(uct_hipower_qp_ep, &self->qp_eps);
     return status;
@@ -1511,6 +1561,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_iface_t)
     uct_hipower_iface_cleanup_arena(self);
     uct_hipower_cq_destroy(self, self->cq);
     uct_hipower_iface_event_cleanup(self);
+    uct_hipower_channel_destroy(self->tx.channel);
     ucs_free(self->tx.stash.wcs);
     kh_destroy_inplace(uct_hipower_qp_ep, &self->qp_eps);
 }

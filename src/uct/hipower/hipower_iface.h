@@ -82,7 +82,8 @@ typedef struct uct_hipower_iface_config {
     int                          hold_slots;
     int                          bundle;
     int                          bundle_fill;
-    unsigned                     bundle_window;
+    unsigned long                bundle_window; /* Or UCS_ULUNITS_AUTO */
+    int                          bundle_event;
     ucs_time_t                   bundle_hold_time;
     int                          print_stats;
     ucs_ternary_auto_value_t     mem_windows;
@@ -201,6 +202,28 @@ typedef struct uct_hipower_iface {
         int                      hold_seen;
         unsigned                 hold_ops;
         int                      hold_posting;
+        /* The flush of held bundles on the completion of the frame ahead
+         * of them (hipower_ep_hold.c): the send CQ's own channel, which
+         * UCX's async thread watches; an eventfd that hands its events to
+         * the worker's async lock; armed, the CQ asked for an event for a
+         * held bundle; post_due, an event came that held bundles wait
+         * for (who sees it first posts them); user_armed, the user sleeps
+         * on UCT_EVENT_SEND_COMP, whose events the async thread leaves in
+         * the channel for the event fd */
+        struct ibv_comp_channel  *channel;
+        int                      relay_fd;
+        int                      armed;
+        int                      post_due;
+        int                      user_armed;
+        int                      flush_async;  /* The async thread watches */
+        int                      in_progress;  /* Progress runs (under the
+                                                  async lock) */
+        /* Ticks of the safety timer: it posts the bundles that were open
+         * a whole tick (ep->tx.bundle.tick) */
+        uint32_t                 hold_tick;
+        /* Spin lock of the stash: the send path may add to it from the
+         * user's thread and from UCX's async thread (UCP's wire-up) */
+        int                      stash_lock;
         /* Endpoints the timer's post failed whose error handler is due
          * (ep->err_due): progress calls it, event arm says busy */
         unsigned                 failures_due;
@@ -300,7 +323,10 @@ typedef struct uct_hipower_iface {
 
     /* Wakeup (push mode): see hipower_event.c */
     struct {
-        struct ibv_comp_channel  *channel;     /* The event fd */
+        struct ibv_comp_channel  *channel;     /* Wake-up receives' */
+        int                      epfd;         /* The event fd: channel,
+                                                  tx.channel and the
+                                                  handshakes' eventfd */
         struct ibv_cq            *rx_cq;       /* Wake-up writes' receives */
         uint64_t                 gen;          /* Sleep generation, 0: never */
         uint64_t                 gen_seq;      /* Every handshake's generation
@@ -409,8 +435,25 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface);
  * from the timer */
 void uct_hipower_iface_hold_init(uct_hipower_iface_t *iface);
 
+/* With the window on, at the end of the interface's creation: UCX's async
+ * thread watches the send CQ's channel (in its thread modes; otherwise,
+ * or if that fails, with a warning, held bundles go at the sender's next
+ * call or at the timer) */
+void uct_hipower_iface_hold_open(uct_hipower_iface_t *iface);
+
 /* Adds the timer: the window held a send and it is not running */
 void uct_hipower_iface_hold_start(uct_hipower_iface_t *iface);
+
+/* The window held a send and the send CQ is not armed for it: arms it,
+ * and makes sure a completion that came before the arm is not missed */
+void uct_hipower_iface_hold_arm(uct_hipower_iface_t *iface);
+
+/* An event came that held bundles wait for (tx.post_due): posts them, in
+ * the user's thread, under the worker's async lock */
+void uct_hipower_iface_hold_due(uct_hipower_iface_t *iface);
+
+/* Takes the send channel's events: the user's arm, which sleeps on them */
+void uct_hipower_iface_hold_drain(uct_hipower_iface_t *iface);
 
 /* Removes it, before the interface goes */
 void uct_hipower_iface_hold_cleanup(uct_hipower_iface_t *iface);
@@ -418,6 +461,11 @@ void uct_hipower_iface_hold_cleanup(uct_hipower_iface_t *iface);
 /* Posts the open bundles that can go now, window or not (the process is
  * about to sleep); returns how many stay open */
 unsigned uct_hipower_iface_post_bundles(uct_hipower_iface_t *iface);
+
+/* The same, only for the bundles opened at another tick of the safety
+ * timer than @a tick (unless @a all): those held for a whole tick */
+unsigned uct_hipower_iface_post_bundles_before(uct_hipower_iface_t *iface,
+                                               int all, uint32_t tick);
 
 /* Polls the send CQ and handles what it finds; returns how many */
 unsigned uct_hipower_iface_poll_cq(uct_hipower_iface_t *iface);

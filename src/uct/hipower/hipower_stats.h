@@ -49,9 +49,21 @@
     _f(chained_reads)    /* Recycle READs posted in a message's chain */ \
     _f(tx_queue_full)    /* Sends refused: no send queue / CQ room */ \
     _f(tx_window)        /* Sends refused: bundle window full */ \
-    _f(tx_hold_posts)    /* Held bundles posted (or dropped with a failed \
-                            endpoint) by the hold timer: no sender call \
-                            within BUNDLE_HOLD_TIME */ \
+    _f(tx_hold_arms)     /* Send CQ armed for a bundle the window held */ \
+    _f(tx_cq_events)     /* Send CQ events read by UCX's async thread */ \
+    _f(tx_event_posts)   /* Held bundles posted on such an event (by the \
+                            async thread, or by the user's next call that \
+                            found the event's mark) */ \
+    _f(tx_reaped)        /* Send completions the sender had not handled, \
+                            handled by a poster of held bundles (the \
+                            async thread): frames and the transport's own \
+                            reads, never a user's completion */ \
+    _f(tx_event_idle)    /* Events for held bundles that found none left \
+                            (progress had posted them): wasted wake-ups */ \
+    _f(hold_timer_posts) /* Held bundles posted (or dropped with a failed \
+                            endpoint) by the safety timer: held for a \
+                            whole BUNDLE_HOLD_TIME with no completion \
+                            event and no sender call to post them */ \
     _f(pending_dispatch) /* Pending requests dispatched */ \
     _f(wakeup_writes)    /* Announces sent with immediate: peer was asleep */ \
     _f(wakeup_events)    /* Their receive completions here */ \

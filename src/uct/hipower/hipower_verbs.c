@@ -9,6 +9,7 @@
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/sys.h>
+#include <sched.h>
 #include <string.h>
 #include <errno.h>
 #include <arpa/inet.h>
@@ -301,4 +302,104 @@ const char *uct_hipower_wc_status_name(enum ibv_wc_status status)
 const char *uct_hipower_port_state_name(enum ibv_port_state state)
 {
     return ibv_port_state_str(state);
+}
+
+unsigned uct_hipower_channel_take(struct ibv_comp_channel *channel,
+                                  struct ibv_cq *cq)
+{
+    unsigned count = 0;
+    struct ibv_cq *ev_cq;
+    void *cq_context;
+
+    while (ibv_get_cq_event(channel, &ev_cq, &cq_context) == 0) {
+        ++count;
+    }
+    if (count > 0) {
+        ibv_ack_cq_events(cq, count);
+    }
+    return count;
+}
+
+static void uct_hipower_cq_stash_lock(uct_hipower_iface_t *iface)
+{
+    while (__atomic_exchange_n(&iface->tx.stash_lock, 1, __ATOMIC_ACQUIRE)) {
+        sched_yield();
+    }
+}
+
+static void uct_hipower_cq_stash_unlock(uct_hipower_iface_t *iface)
+{
+    __atomic_store_n(&iface->tx.stash_lock, 0, __ATOMIC_RELEASE);
+}
+
+ucs_status_t uct_hipower_cq_stash_wc(uct_hipower_iface_t *iface,
+                                     const struct ibv_wc *wc)
+{
+    struct ibv_wc *wcs;
+    unsigned size;
+
+    uct_hipower_cq_stash_lock(iface);
+    if (iface->tx.stash.count == iface->tx.stash.size) {
+        size = ucs_max(16, 2 * iface->tx.stash.size);
+        wcs  = ucs_realloc(iface->tx.stash.wcs, size * sizeof(*wcs),
+                           "hipower stashed completions");
+        if (wcs == NULL) {
+            uct_hipower_cq_stash_unlock(iface);
+            ucs_error("hipower %s: no memory to set %u completions aside",
+                      iface->dev_name, size);
+            return UCS_ERR_NO_MEMORY;
+        }
+        iface->tx.stash.wcs  = wcs;
+        iface->tx.stash.size = size;
+    }
+    iface->tx.stash.wcs[iface->tx.stash.count++] = *wc;
+    uct_hipower_cq_stash_unlock(iface);
+    return UCS_OK;
+}
+
+unsigned uct_hipower_cq_stash_take(uct_hipower_iface_t *iface,
+                                   struct ibv_wc **wcs_p, unsigned *size_p)
+{
+    unsigned count;
+
+    uct_hipower_cq_stash_lock(iface);
+    *wcs_p                = iface->tx.stash.wcs;
+    *size_p               = iface->tx.stash.size;
+    count                 = iface->tx.stash.count;
+    iface->tx.stash.wcs   = NULL;
+    iface->tx.stash.size  = 0;
+    iface->tx.stash.count = 0;
+    uct_hipower_cq_stash_unlock(iface);
+    return count;
+}
+
+void uct_hipower_cq_stash_return(uct_hipower_iface_t *iface,
+                                 struct ibv_wc *wcs, unsigned size)
+{
+    uct_hipower_cq_stash_lock(iface);
+    if (iface->tx.stash.wcs == NULL) {
+        iface->tx.stash.wcs  = wcs;  /* Kept for the next time */
+        iface->tx.stash.size = size;
+        wcs                  = NULL;
+    }
+    uct_hipower_cq_stash_unlock(iface);
+    ucs_free(wcs);
+}
+
+unsigned uct_hipower_cq_stash_reap(uct_hipower_iface_t *iface,
+                                   uct_hipower_cq_reap_cb_t cb)
+{
+    struct ibv_wc *wcs;
+    unsigned i, count;
+
+    uct_hipower_cq_stash_lock(iface);
+    wcs   = iface->tx.stash.wcs;
+    count = iface->tx.stash.count;
+    for (i = 0; (i < count) && cb(iface, &wcs[i]); ++i) {
+    }
+    /* The rest, in their order, for the next poll */
+    memmove(wcs, wcs + i, (count - i) * sizeof(*wcs));
+    iface->tx.stash.count = count - i;
+    uct_hipower_cq_stash_unlock(iface);
+    return i;
 }

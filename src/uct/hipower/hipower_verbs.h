@@ -66,4 +66,35 @@ static inline size_t uct_hipower_mtu_bytes(enum ibv_mtu mtu)
     return 128ul << mtu;
 }
 
+/* Reads every event of @a channel (non-blocking) and acknowledges them on
+ * @a cq, its only CQ; returns how many. From any thread. */
+unsigned uct_hipower_channel_take(struct ibv_comp_channel *channel,
+                                  struct ibv_cq *cq);
+
+/* Sets a send completion aside for the next poll of the send CQ (which
+ * hands the ones set aside out first, in their order): taken off the CQ
+ * where it cannot be handled, in connect_to_ep() and in the send path.
+ * From the user's thread and from UCX's async thread (UCP's wire-up). */
+ucs_status_t uct_hipower_cq_stash_wc(uct_hipower_iface_t *iface,
+                                     const struct ibv_wc *wc);
+
+/* Takes the completions set aside (their array and its size); returns
+ * how many. The caller hands the array back with
+ * uct_hipower_cq_stash_return() once it handled them: kept for the next
+ * time, unless more were set aside meanwhile into a new one. */
+unsigned uct_hipower_cq_stash_take(uct_hipower_iface_t *iface,
+                                   struct ibv_wc **wcs_p, unsigned *size_p);
+
+void uct_hipower_cq_stash_return(uct_hipower_iface_t *iface,
+                                 struct ibv_wc *wcs, unsigned size);
+
+/* Handles the completions set aside, first first, with @a cb, which
+ * returns 0 for one it does not handle: that one and the ones after it
+ * stay, in their order. @a cb must not set completions aside. Returns how
+ * many were handled. */
+typedef int (*uct_hipower_cq_reap_cb_t)(uct_hipower_iface_t *iface,
+                                        struct ibv_wc *wc);
+unsigned uct_hipower_cq_stash_reap(uct_hipower_iface_t *iface,
+                                   uct_hipower_cq_reap_cb_t cb);
+
 #endif
