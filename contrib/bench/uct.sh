@@ -51,6 +51,11 @@ for rep in $(seq "$BENCH_REPS"); do
             # run takes ~16 s
             if [ "$test" = am_lat ]; then iters=2000
             else iters=$(bench_iters "$size" 5000 8388608); fi
+            # HIPOWER_BENCH_UCT_LAT_SIZES / _BW_SIZES: each test's own
+            # subset of the sizes
+            sub=$([ "$test" = am_lat ] && echo "${HIPOWER_BENCH_UCT_LAT_SIZES:-}" ||
+                  echo "${HIPOWER_BENCH_UCT_BW_SIZES:-}")
+            [ -n "$sub" ] && [[ " $sub " != *" $size "* ]] && continue
             bench_log "uct rep $rep/$BENCH_REPS: $test $size B"
             if [ "$test" = am_lat ]; then
                 r=$(bench_raw ib_write_lat "$size" "$iters") &&
@@ -67,8 +72,17 @@ for rep in $(seq "$BENCH_REPS"); do
             for col in $columns; do
                 [ "$col" = ud_verbs ] && [ "$size" -gt "$ud_max" ] && continue
                 cpu=$BENCH_OUT/raw/cpu.$$
-                if f=$(PERFTEST_PAIR_CPU=$cpu bench_pair "$col" "$test" "$size" "$iters" \
+                # HIPOWER_BENCH_KEEP=y: both sides' output of each run kept
+                # (with UCX_HIPOWER_STATS=y: the counters of every run)
+                keep=
+                if [ "${HIPOWER_BENCH_KEEP:-n}" = y ]; then
+                    keep=$BENCH_OUT/raw/keep-$col-$test-$size-rep$rep
+                    mkdir -p "$keep"
+                fi
+                if f=$(PERFTEST_PAIR_CPU=$cpu PERFTEST_PAIR_KEEP=$keep \
+                       bench_pair "$col" "$test" "$size" "$iters" \
                        -D "$(layout "$size")"); then
+                    [ -n "$keep" ] && echo "$f" > "$keep/final"
                     if [ "$test" = am_lat ]; then
                         bench_sample $S am_lat "$size" "$col" "$rep" "$(bench_field "$f" 2)"
                     else

@@ -24,6 +24,7 @@ rc_max=$(bench_uct_max rc_verbs am_bcopy)
 [ "$rc_max" -lt "$am_max" ] && am_max=$rc_max
 if [ "$BENCH_QUICK" = 1 ]; then sizes="8"
 else sizes="8 64 1024 4096 $am_max"; fi
+sizes=${HIPOWER_BENCH_WIRE_SIZES:-$sizes}  # Fewer points, for a question
 columns=${HIPOWER_BENCH_WIRE_COLUMNS:-rc_verbs hipower hipower-nowindow hipower-nobundle hipower-push hipower-pull}
 n1=100 n2=600
 
