@@ -68,7 +68,7 @@ bench_window=${HIPOWER_BENCH_WINDOW:-1}
 bench_ucp_env() {
     case "$1" in
         rc_verbs)     echo "UCX_TLS=rc_verbs,ud_verbs:aux,self" ;;
-        hipower|hipower-nobundle|hipower-nowindow|hipower-window|hipower-push|hipower-pull)
+        hipower|hipower-nobundle|hipower-nowindow|hipower-noevent|hipower-window|hipower-push|hipower-pull)
                       echo "UCX_TLS=hipower,self $(bench_notify_env "$1")" ;;
         # hipower wired up by UCP through UD, without its own handshake
         hipower-ud)   echo "UCX_TLS=hipower,ud_verbs:aux,self UCX_HIPOWER_CONNECT_TO_IFACE=n $(bench_notify_env "$1")" ;;
@@ -105,6 +105,9 @@ bench_notify_env() {
         hipower-nobundle) echo UCX_HIPOWER_NOTIFY=self UCX_HIPOWER_BUNDLE=n ;;
         # Bundling only what cannot be posted: the default before issue 51
         hipower-nowindow) echo UCX_HIPOWER_NOTIFY=self UCX_HIPOWER_BUNDLE_WINDOW=0 ;;
+        # The window without the async thread's flush on completion (what
+        # the events cost or give)
+        hipower-noevent) echo UCX_HIPOWER_NOTIFY=self UCX_HIPOWER_BUNDLE_EVENT=n ;;
         # The window of docs/protocol.md 2.1 named (default: auto, 1)
         hipower-window) echo UCX_HIPOWER_NOTIFY=self UCX_HIPOWER_BUNDLE_WINDOW=$bench_window ;;
         *)            echo UCX_HIPOWER_NOTIFY=self ;;

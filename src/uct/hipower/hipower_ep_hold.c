@@ -308,6 +308,12 @@ static void uct_hipower_iface_tx_event(int fd, ucs_event_set_types_t events,
     if (__atomic_exchange_n(&iface->tx.armed, 0, __ATOMIC_SEQ_CST)) {
         /* The mark before the lock is tried (step 2) */
         __atomic_store_n(&iface->tx.post_due, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&iface->tx.in_progress, __ATOMIC_SEQ_CST)) {
+            /* Progress runs: it reads the mark after it gave the lock
+             * back, and posts (step 2 would only find the lock taken) */
+            iface->stats.tx_event_to_progress++;
+            return;
+        }
         if ((write(iface->tx.relay_fd, &one, sizeof(one)) < 0) &&
             (errno != EAGAIN)) {
             ucs_debug("hipower %s: eventfd write failed: %m",

@@ -924,9 +924,13 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
     unsigned count;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
-    ++iface->tx.in_progress;
+    __atomic_store_n(&iface->tx.in_progress, iface->tx.in_progress + 1,
+                     __ATOMIC_RELAXED);
     count = uct_hipower_iface_do_progress(iface);
-    --iface->tx.in_progress;
+    /* Sequentially consistent: the async thread that saw it set leaves
+     * its event to the check below (hipower_ep_hold.c) */
+    __atomic_store_n(&iface->tx.in_progress, iface->tx.in_progress - 1,
+                     __ATOMIC_SEQ_CST);
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
 
     /* A send completion event that held bundles wait for, which the async

@@ -54,6 +54,8 @@
     _f(tx_event_posts)   /* Held bundles posted on such an event (by the \
                             async thread, or by the user's next call that \
                             found the event's mark) */ \
+    _f(tx_event_to_progress) /* Events the async thread left to the \
+                            progress call that was running */ \
     _f(tx_reaped)        /* Send completions the sender had not handled, \
                             handled by a poster of held bundles (the \
                             async thread): frames and the transport's own \
