@@ -1637,9 +1637,9 @@ START_TEST(test_bundle_window_event)
     uct_hipower_iface_t *ia;
     struct timespec t0, t1;
     ucs_status_t status;
-    double *quiet_us;
+    double *quiet_us, *pair_us;
     unsigned i, r, refusals = 0;
-    uint64_t target = 0;
+    uint64_t target = 0, backlog = 0;
 
     if (pull_mode()) {
         printf("bundle window event: not in pull mode\n");
@@ -1647,7 +1647,9 @@ START_TEST(test_bundle_window_event)
     }
     rounds   = (rounds > 0) ? rounds : 1;
     quiet_us = calloc(rounds, sizeof(*quiet_us));
+    pair_us  = calloc(rounds, sizeof(*pair_us));
     ck_assert_ptr_nonnull(quiet_us);
+    ck_assert_ptr_nonnull(pair_us);
     setenv("UCX_HIPOWER_BUNDLE_HOLD_TIME", "1s", 1);
     setup_pairs(1);
     hold_probability = 0;
@@ -1671,6 +1673,7 @@ START_TEST(test_bundle_window_event)
 
         /* A is silent from here on */
         clock_gettime(CLOCK_MONOTONIC, &t0);
+        backlog += target - received;
         progress_until_received(target, 0, 1);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         quiet_us[r] = (t1.tv_sec - t0.tv_sec) * 1e6 +
@@ -1690,19 +1693,42 @@ START_TEST(test_bundle_window_event)
                       ia->tx.stash.count,
                       hipower_txwin_full(&ep_of(pairs[0].ep_a)->tx.win,
                                          ep_of(pairs[0].ep_a)->txqp.txq.acked_sn));
+
+        /* A lone pair: the second message is held behind the first (in
+         * flight), then A is silent and B, with nothing else to do,
+         * progresses: the time to the second one's delivery is the hold's
+         * alone (the first's completion, the async thread's wake-up, the
+         * post) plus one way */
+        target += 2;
+        ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(8, 0), 0),
+                         UCS_OK);
+        ck_assert_int_eq(send_one(&pairs[0], 0, 2, fit_length(8, 0), 0),
+                         UCS_OK);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        progress_until_received(target, 0, 1);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        pair_us[r] = (t1.tv_sec - t0.tv_sec) * 1e6 +
+                     (t1.tv_nsec - t0.tv_nsec) * 1e-3;
+        ck_assert_uint_eq(received, target);
     }
     qsort(quiet_us, rounds, sizeof(*quiet_us), cmp_double);
+    qsort(pair_us, rounds, sizeof(*pair_us), cmp_double);
     printf("bundle window event: %u rounds of %u messages (%u refusals), "
            "%" PRIu64 " bundled in %" PRIu64 " bundles; %" PRIu64 " CQ arms, "
            "%" PRIu64 " events, %" PRIu64 " bundles posted on them (%" PRIu64
            " events found none), %" PRIu64 " by the safety timer; last send "
-           "to its delivery: p50 %.1f us, p99 %.1f us, max %.1f us\n",
+           "to its delivery: p50 %.1f us, p99 %.1f us, max %.1f us (B "
+           "behind by %.0f messages then, mean); a lone held pair, second "
+           "send to its delivery: p50 %.1f us, p99 %.1f us\n",
            rounds, N, refusals, ia->stats.tx_bundled, ia->stats.tx_bundles,
            ia->stats.tx_hold_arms, ia->stats.tx_cq_events,
            ia->stats.tx_event_posts, ia->stats.tx_event_idle,
            ia->stats.hold_timer_posts, quiet_us[(rounds - 1) / 2],
-           quiet_us[(rounds * 99 - 1) / 100], quiet_us[rounds - 1]);
+           quiet_us[(rounds * 99 - 1) / 100], quiet_us[rounds - 1],
+           (double)backlog / rounds, pair_us[(rounds - 1) / 2],
+           pair_us[(rounds * 99 - 1) / 100]);
     free(quiet_us);
+    free(pair_us);
     ck_assert_uint_eq(ia->stats.hold_timer_posts, 0);
     ck_assert_uint_gt(ia->stats.tx_bundled, target / 2);
     ck_assert_uint_gt(ia->stats.tx_event_posts, 0);
