@@ -1651,6 +1651,7 @@ START_TEST(test_bundle_window_event)
     ck_assert_ptr_nonnull(quiet_us);
     ck_assert_ptr_nonnull(pair_us);
     setenv("UCX_HIPOWER_BUNDLE_HOLD_TIME", "1s", 1);
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", "auto", 1); /* Not the default yet */
     setup_pairs(1);
     hold_probability = 0;
     ia = iface_of(&side_a);

@@ -56,7 +56,7 @@ static const uct_hipower_stats_t *a_stats(void)
 /*
  * Once a send returned UCS_OK the sender calls nothing more: B's progress
  * alone must deliver the message (one announced only by the sender's next
- * call would never arrive). Three times: at the default (a window of 1:
+ * call would never arrive). Three times: with the window 'auto' (1:
  * the sender, which never progresses, has its frame in flight and the
  * window holds the next message), where the completion event of the frame
  * ahead of it must post it -- UCX's async thread -- and never the safety
@@ -77,9 +77,9 @@ START_TEST(test_delivery_needs_no_sender_call)
         return;
     }
 
-    if (_i == 1) {
-        setenv("UCX_HIPOWER_BUNDLE_WINDOW", "2", 1);
-    }
+    /* 'auto': 1 where the async context has a thread (not the default
+     * yet: docs/protocol.md 2.1) */
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", (_i == 1) ? "2" : "auto", 1);
     if (_i < 2) {
         setenv("UCX_HIPOWER_BUNDLE_HOLD_TIME", "1s", 1);
     } else {
@@ -106,7 +106,7 @@ START_TEST(test_delivery_needs_no_sender_call)
     printf("delivery without a sender call (%s): %" PRIu64 " sends held "
            "by the window, %" PRIu64 " CQ arms, %" PRIu64 " events, %"
            PRIu64 " bundles posted on them, %" PRIu64 " by the safety "
-           "timer\n", (_i == 0) ? "default" : (_i == 1) ? "window 2" :
+           "timer\n", (_i == 0) ? "window auto" : (_i == 1) ? "window 2" :
            "no event", a_stats()->tx_window, a_stats()->tx_hold_arms,
            a_stats()->tx_cq_events, a_stats()->tx_event_posts,
            a_stats()->hold_timer_posts);

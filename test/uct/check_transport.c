@@ -686,9 +686,7 @@ START_TEST(test_wakeup)
     uint64_t before;
     unsigned n;
 
-    if (_i == 1) {
-        setenv("UCX_HIPOWER_BUNDLE_WINDOW", "2", 1);
-    }
+    setenv("UCX_HIPOWER_BUNDLE_WINDOW", (_i == 1) ? "2" : "auto", 1);
     setenv("UCX_HIPOWER_BUNDLE_HOLD_TIME", "1s", 1);
     if (!wakeup_setup(2, &pfd)) {
         return;

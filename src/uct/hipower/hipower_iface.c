@@ -254,7 +254,7 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      ucs_offsetof(uct_hipower_iface_config_t, bundle_fill),
      UCS_CONFIG_TYPE_BOOL},
 
-    {"BUNDLE_WINDOW", "auto",
+    {"BUNDLE_WINDOW", "0",
      "With BUNDLE=y: how many of an endpoint's active-message frames may be\n"
      "in flight (posted, no completion seen yet), 1 to 8, before its next\n"
      "short and bcopy messages wait in its bundle instead of going as frames\n"
@@ -267,9 +267,11 @@ static ucs_config_field_t uct_hipower_iface_config_table[] = {
      "2.1). Under load a stream of small messages becomes about one write\n"
      "per round trip: far fewer packets, doorbells and completions per\n"
      "message. 'auto': 1 where the worker's async context has a thread (its\n"
-     "default), 0 in its polling and signal modes. 0: no window; a message\n"
-     "is bundled only when it cannot be posted (no free peer slot, no send\n"
-     "or completion queue room).",
+     "default), 0 in its polling and signal modes; not the default yet: on\n"
+     "Soft-RoCE the async thread's wake-ups cost more than the window gives\n"
+     "(docs/protocol.md 2.1). 0: no window; a message is bundled only when\n"
+     "it cannot be posted (no free peer slot, no send or completion queue\n"
+     "room).",
      ucs_offsetof(uct_hipower_iface_config_t, bundle_window),
      UCS_CONFIG_TYPE_ULUNITS},
 
