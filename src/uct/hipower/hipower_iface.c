@@ -926,6 +926,14 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
     unsigned count;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
+    if (!iface->tx.flush_async) {
+        /* No flush on completion (the bundle window is off): nothing of
+         * the async thread's to meet */
+        count = uct_hipower_iface_do_progress(iface);
+        UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+        return count;
+    }
+
     __atomic_store_n(&iface->tx.in_progress, iface->tx.in_progress + 1,
                      __ATOMIC_RELAXED);
     count = uct_hipower_iface_do_progress(iface);
