@@ -50,7 +50,6 @@
 #include <string.h>
 #include <errno.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 
