@@ -368,21 +368,8 @@ static int uct_hipower_iface_hold_wc(uct_hipower_iface_t *iface,
  * bundle of a silent sender held for ever with no free slot) */
 static void uct_hipower_iface_hold_reap(uct_hipower_iface_t *iface)
 {
-    struct ibv_wc wc[16];
-    int i, num_wcs;
-
-    do {
-        num_wcs = ibv_poll_cq(iface->cq, ucs_static_array_size(wc), wc);
-        for (i = 0; i < num_wcs; ++i) {
-            if (uct_hipower_cq_stash_wc(iface, &wc[i]) != UCS_OK) {
-                return; /* Reported */
-            }
-        }
-        if (num_wcs > 0) {
-            iface->stats.tx_completions += num_wcs;
-        }
-    } while (num_wcs == (int)ucs_static_array_size(wc));
-
+    /* All of the CQ first: one order with what was set aside before */
+    (void)uct_hipower_cq_stash_poll(iface, 1);
     if (*(volatile unsigned*)&iface->tx.stash.count > 0) {
         iface->stats.tx_reaped += uct_hipower_cq_stash_reap(
                 iface, uct_hipower_iface_hold_wc);
@@ -439,9 +426,6 @@ void uct_hipower_iface_hold_due(uct_hipower_iface_t *iface)
 
 void uct_hipower_iface_hold_arm(uct_hipower_iface_t *iface)
 {
-    struct ibv_wc wc[16];
-    int i, num_wcs;
-
     if (!iface->tx.flush_async) {
         return; /* The timer and the sender's calls only */
     }
@@ -464,18 +448,9 @@ void uct_hipower_iface_hold_arm(uct_hipower_iface_t *iface)
      * one of those (found by bundle_window_event: a silent sender's last
      * bundle held for ever, its frame ahead done and set aside by an
      * earlier arm) */
-    num_wcs = ibv_poll_cq(iface->cq, ucs_static_array_size(wc), wc);
-    if ((num_wcs <= 0) &&
+    if ((uct_hipower_cq_stash_poll(iface, 0) == 0) &&
         (*(volatile unsigned*)&iface->tx.stash.count == 0)) {
         return;
-    }
-    if (num_wcs > 0) {
-        iface->stats.tx_completions += num_wcs;
-    }
-    for (i = 0; i < num_wcs; ++i) {
-        if (uct_hipower_cq_stash_wc(iface, &wc[i]) != UCS_OK) {
-            break; /* Reported; lost completions fail their endpoints */
-        }
     }
     __atomic_store_n(&iface->tx.post_due, 1, __ATOMIC_SEQ_CST);
 }

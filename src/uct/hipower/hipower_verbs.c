@@ -357,6 +357,29 @@ ucs_status_t uct_hipower_cq_stash_wc(uct_hipower_iface_t *iface,
     return UCS_OK;
 }
 
+unsigned uct_hipower_cq_stash_poll(uct_hipower_iface_t *iface, int drain)
+{
+    struct ibv_wc wc[16];
+    unsigned count = 0;
+    int i, num_wcs;
+
+    do {
+        num_wcs = ibv_poll_cq(iface->cq, ucs_static_array_size(wc), wc);
+        for (i = 0; i < num_wcs; ++i) {
+            if (uct_hipower_cq_stash_wc(iface, &wc[i]) != UCS_OK) {
+                /* Reported; lost completions fail their endpoints */
+                iface->stats.tx_completions += i;
+                return count + i;
+            }
+        }
+        if (num_wcs > 0) {
+            iface->stats.tx_completions += num_wcs;
+            count                       += num_wcs;
+        }
+    } while (drain && (num_wcs == (int)ucs_static_array_size(wc)));
+    return count;
+}
+
 unsigned uct_hipower_cq_stash_take(uct_hipower_iface_t *iface,
                                    struct ibv_wc **wcs_p, unsigned *size_p)
 {

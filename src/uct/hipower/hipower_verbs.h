@@ -78,6 +78,10 @@ unsigned uct_hipower_channel_take(struct ibv_comp_channel *channel,
 ucs_status_t uct_hipower_cq_stash_wc(uct_hipower_iface_t *iface,
                                      const struct ibv_wc *wc);
 
+/* Polls the send CQ and sets what it finds aside, once, or until it is
+ * empty with @a drain; returns how many */
+unsigned uct_hipower_cq_stash_poll(uct_hipower_iface_t *iface, int drain);
+
 /* Takes the completions set aside (their array and its size); returns
  * how many. The caller hands the array back with
  * uct_hipower_cq_stash_return() once it handled them: kept for the next
