@@ -25,7 +25,9 @@ read -r -a BENCH_DEVICES <<< "${HIPOWER_RIG_DEVICES:-}"
 # Table columns are transport names: rc_verbs, hipower (UCX_HIPOWER_NOTIFY=
 # self, the default settings), hipower-nobundle (self with
 # UCX_HIPOWER_BUNDLE=n: what bundling changes), hipower-nowindow (self with
-# UCX_HIPOWER_BUNDLE_WINDOW=0: what the default window changes), hipower-push (the strict mode), hipower-pull (the
+# UCX_HIPOWER_BUNDLE_WINDOW=0, the default since d459a50), hipower-window
+# (the window, flushed on completion by UCX's async thread), hipower-noevent
+# (the window without that flush), hipower-push (the strict mode), hipower-pull (the
 # paper's), ud_verbs, or "device" for the raw verbs ceiling (perftest, no
 # UCX); the report orders them and takes every ratio to rc_verbs.
 
@@ -68,7 +70,7 @@ bench_window=${HIPOWER_BENCH_WINDOW:-1}
 bench_ucp_env() {
     case "$1" in
         rc_verbs)     echo "UCX_TLS=rc_verbs,ud_verbs:aux,self" ;;
-        hipower|hipower-nobundle|hipower-nowindow|hipower-noevent|hipower-window|hipower-push|hipower-pull)
+        hipower|hipower-nobundle|hipower-nowindow|hipower-noevent|hipower-window|hipower-window[0-9]*|hipower-push|hipower-pull)
                       echo "UCX_TLS=hipower,self $(bench_notify_env "$1")" ;;
         # hipower wired up by UCP through UD, without its own handshake
         hipower-ud)   echo "UCX_TLS=hipower,ud_verbs:aux,self UCX_HIPOWER_CONNECT_TO_IFACE=n $(bench_notify_env "$1")" ;;
@@ -106,10 +108,13 @@ bench_notify_env() {
         # Bundling only what cannot be posted: the default before issue 51
         hipower-nowindow) echo UCX_HIPOWER_NOTIFY=self UCX_HIPOWER_BUNDLE_WINDOW=0 ;;
         # The window without the async thread's flush on completion (what
-        # the events cost or give)
-        hipower-noevent) echo UCX_HIPOWER_NOTIFY=self UCX_HIPOWER_BUNDLE_EVENT=n ;;
-        # The window of docs/protocol.md 2.1 named (default: auto, 1)
+        # the events cost or give; the window is off by default, so named)
+        hipower-noevent) echo UCX_HIPOWER_NOTIFY=self UCX_HIPOWER_BUNDLE_WINDOW=$bench_window UCX_HIPOWER_BUNDLE_EVENT=n ;;
+        # The window of docs/protocol.md 2.1 named (default: 0, off)
         hipower-window) echo UCX_HIPOWER_NOTIFY=self UCX_HIPOWER_BUNDLE_WINDOW=$bench_window ;;
+        # A window size of its own: hipower-window4 (fewer frames, so
+        # fewer completion events, each flushing a larger bundle)
+        hipower-window[0-9]*) echo UCX_HIPOWER_NOTIFY=self UCX_HIPOWER_BUNDLE_WINDOW=${1#hipower-window} ;;
         *)            echo UCX_HIPOWER_NOTIFY=self ;;
     esac
 }

@@ -35,6 +35,8 @@ bench_metric $S get_bw "get zero-copy bandwidth (get)" MB/s higher "message size
 bench_metric cpu tx_cpu "sender CPU per message (process user+sys, am_bw)" usec lower "message size (B)" noplot
 bench_metric cpu rx_cpu "receiver CPU per message (process user+sys, am_bw)" usec lower "message size (B)" noplot
 bench_metric cpu guest_cpu "whole-guest CPU per message (/proc/stat, am_bw)" usec lower "message size (B)" noplot
+bench_metric cpu wakeups "sender's async-thread wake-ups (send CQ events) per second (am_bw; HIPOWER_BENCH_KEEP=y with UCX_HIPOWER_STATS=y)" "1/s" lower "message size (B)" noplot
+bench_metric cpu wakeups_per_msg "sender's async-thread wake-ups per 1,000 messages (am_bw; as above)" "1/1000 msgs" lower "message size (B)" noplot
 
 bench_note $S "ucx_perftest UCT tests between ${BENCH_DEVICES[0]:-?} (server, receiver) and ${BENCH_DEVICES[1]:-?} (client, sender), each side with its own batch file. Sizes up to 64 B use am_short, larger ones am_bcopy; put/get use zcopy. The **device** column is perftest on the same pair in the same loop: ib_write_lat (t_typical) for am_lat, ib_write_bw for am_rate/am_bw/put_bw, ib_read_bw for get_bw. Largest AM size: $am_max B (hipower am_bcopy <= $hp_max, rc_verbs <= $rc_max); ud_verbs only up to its am_bcopy limit ($ud_max B). tcp is not measured: on this rig it runs over loopback, not over the rxe links (see docs)."
 bench_note cpu "**Process CPU per message** (tx_cpu, rx_cpu) is user+sys time of each ucx_perftest process of the UCT am_bw runs divided by the messages, start-up included; both sides busy-poll, so it mostly follows wall time. **guest_cpu** is the busy time of the whole guest (/proc/stat, both processes plus the kernel's rxe work) per message."
@@ -89,6 +91,18 @@ for rep in $(seq "$BENCH_REPS"); do
                         bench_sample $S am_rate "$size" "$col" "$rep" "$(bench_field "$f" 8)"
                         bench_sample $S am_bw "$size" "$col" "$rep" "$(bench_field "$f" 6)"
                         read -r rx_s tx_s guest_s < "$cpu"
+                        # The flush on completion's cost: the send CQ's
+                        # events the sender's async thread took (its
+                        # counters, printed at close with STATS=y)
+                        ev=$([ -n "$keep" ] && sed -n 's/^hipower-stats .* tx_cq_events=\([0-9]*\) .*/\1/p' \
+                                 "$keep/client.out" 2>/dev/null | head -1)
+                        rate=$(bench_field "$f" 8)
+                        if [ -n "$ev" ] && [ -n "$rate" ]; then
+                            bench_sample cpu wakeups "$size" "$col" "$rep" \
+                                "$(awk -v e="$ev" -v n="$iters" -v r="$rate" 'BEGIN { printf "%.0f", (r > 0) ? e * r / n : 0 }')"
+                            bench_sample cpu wakeups_per_msg "$size" "$col" "$rep" \
+                                "$(awk -v e="$ev" -v n="$iters" 'BEGIN { printf "%.1f", e * 1000 / n }')"
+                        fi
                         for m in "tx_cpu $tx_s" "rx_cpu $rx_s" "guest_cpu $guest_s"; do
                             set -- $m
                             bench_sample cpu "$1" "$size" "$col" "$rep" \
