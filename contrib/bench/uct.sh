@@ -88,7 +88,8 @@ for rep in $(seq "$BENCH_REPS"); do
                     if [ "$test" = am_lat ]; then
                         bench_sample $S am_lat "$size" "$col" "$rep" "$(bench_field "$f" 2)"
                     else
-                        bench_sample $S am_rate "$size" "$col" "$rep" "$(bench_field "$f" 8)"
+                        rate=$(bench_field "$f" 8)
+                        bench_sample $S am_rate "$size" "$col" "$rep" "$rate"
                         bench_sample $S am_bw "$size" "$col" "$rep" "$(bench_field "$f" 6)"
                         read -r rx_s tx_s guest_s < "$cpu"
                         # The flush on completion's cost: the send CQ's
@@ -96,7 +97,6 @@ for rep in $(seq "$BENCH_REPS"); do
                         # counters, printed at close with STATS=y)
                         ev=$([ -n "$keep" ] && sed -n 's/^hipower-stats .* tx_cq_events=\([0-9]*\) .*/\1/p' \
                                  "$keep/client.out" 2>/dev/null | head -1)
-                        rate=$(bench_field "$f" 8)
                         if [ -n "$ev" ] && [ -n "$rate" ]; then
                             bench_sample cpu wakeups "$size" "$col" "$rep" \
                                 "$(awk -v e="$ev" -v n="$iters" -v r="$rate" 'BEGIN { printf "%.0f", (r > 0) ? e * r / n : 0 }')"
