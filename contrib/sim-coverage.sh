@@ -41,6 +41,9 @@ show_failure() {
     tail -30 "$3"
 }
 run_rc=0
+# Under -O0 and gcov, beside the rig, a case takes several times longer
+# than in make check's run: a larger bound for a case that hangs
+export HIPOWER_SIM_CASE_TIMEOUT=${HIPOWER_SIM_CASE_TIMEOUT:-300}
 HIPOWER_PLUGIN=$plugin test/sim/run-sim > "$work/run-sim.log" 2>&1 || run_rc=$?
 grep -a -E "^sim " "$work/run-sim.log"
 if [ "$run_rc" != 0 ]; then
@@ -89,9 +92,26 @@ if [ "$run_rc" != 0 ]; then
 fi
 run_rc=0
 HIPOWER_PLUGIN=$plugin HIPOWER_SCHED_COUNT=${HIPOWER_SCHED_COUNT:-10000} \
+    HIPOWER_SCHED_RECORD=$work/gcov-seeds.log \
     test/sim/run-schedules > "$work/run-schedules.log" 2>&1 || run_rc=$?
-grep -a -E "^hipower-sched: [0-9]+ schedules|^sim schedules" "$work/run-schedules.log"
+grep -a -E "^hipower-sched: [0-9]+ schedules|^hipower-sched: per-seed|^sim schedules" "$work/run-schedules.log"
 [ "$run_rc" = 0 ] || { rc=1; show_failure test/sim/run-schedules "$run_rc" "$work/run-schedules.log"; }
+# A schedule is a function of its seed alone (docs/sim.md): the same seeds
+# over this -O0, gcov plugin must do what make check's run did over the
+# plain one, seed by seed (issue 52 saw the totals of the two differ).
+# Reported, not judged yet.
+plain_seeds=$top/test/sim/sched-seeds.log
+if [ "$run_rc" = 0 ] && [ -s "$plain_seeds" ] && [ -s "$work/gcov-seeds.log" ]; then
+    n=$(wc -l < "$work/gcov-seeds.log")
+    if head -n "$n" "$plain_seeds" | cmp -s - "$work/gcov-seeds.log"; then
+        echo "simulator coverage: the schedules' per-seed record is make check's, seed for seed (seeds 1-$n, plain plugin and gcov plugin)"
+    else
+        first=$(head -n "$n" "$plain_seeds" | diff - "$work/gcov-seeds.log" | grep -m1 '^<' | cut -c3-)
+        echo "simulator coverage: the schedules' per-seed record differs from make check's: first at seed ${first%%:*} (plain plugin, then gcov plugin; totals in sim_schedules.c's SCHED_TOTALS order):"
+        echo "    $first"
+        grep -m1 "^${first%%:*}:" "$work/gcov-seeds.log" | sed 's/^/    /'
+    fi
+fi
 
 # gcov per unit: "Lines executed:P% of N", "Taken at least once:P% of N"
 cd "$tree" || exit 1

@@ -1596,6 +1596,47 @@ static int sched_run(uint64_t seed)
     return failed;
 }
 
+/* The totals a schedule adds to, in the order of its line in the per-seed
+ * record (HIPOWER_SCHED_SEEDS) */
+#define SCHED_TOTALS(_x) \
+    _x(conns_made) _x(msgs_sent) _x(msgs_delivered) _x(pending_adds) \
+    _x(faults_done) _x(device_events) _x(stops) _x(scribbles) _x(garbage) \
+    _x(errors_reported) _x(epoch_wraps) _x(runs_restarted) \
+    _x(runs_at_period) _x(rnr_naks) _x(rnr_naks_honest) _x(bundles) \
+    _x(bundled) _x(fill_batches)
+#define SCHED_TOTAL_COUNT(_f) + 1
+#define SCHED_NUM_TOTALS (0 SCHED_TOTALS(SCHED_TOTAL_COUNT))
+
+static void sched_totals(uint64_t *totals)
+{
+    unsigned n = 0;
+
+#define SCHED_TOTAL_GET(_f) totals[n++] = sch._f;
+    SCHED_TOTALS(SCHED_TOTAL_GET)
+#undef SCHED_TOTAL_GET
+}
+
+/*
+ * One line per schedule: its seed and what it added to every total. A
+ * schedule must be a function of its seed (and the HIPOWER_SCHED_* and
+ * HIPOWER_SIM_* settings) alone: two runs of the same seeds, whatever the
+ * build (plain, -O0 with gcov), the number of processes or the machine,
+ * must write the same lines, and run-schedules prints their digest so that
+ * two runs can be compared; where they differ, diff shows the first seed.
+ */
+static void sched_record(FILE *record, uint64_t seed, const uint64_t *before)
+{
+    uint64_t after[SCHED_NUM_TOTALS];
+    unsigned i;
+
+    sched_totals(after);
+    fprintf(record, "%" PRIu64 ":", seed);
+    for (i = 0; i < SCHED_NUM_TOTALS; ++i) {
+        fprintf(record, " %" PRIu64, after[i] - before[i]);
+    }
+    fputc('\n', record);
+}
+
 static uint64_t sched_env(const char *name, uint64_t dflt)
 {
     const char *value = getenv(name);
@@ -1606,6 +1647,8 @@ static uint64_t sched_env(const char *name, uint64_t dflt)
 int main(int argc, char **argv)
 {
     uint64_t first, count, seed, failed = 0, ran = 0;
+    uint64_t before[SCHED_NUM_TOTALS];
+    FILE *record = NULL;
     uct_component_h *components, comp = NULL;
     uct_component_attr_t comp_attr;
     unsigned i, num_components;
@@ -1671,6 +1714,15 @@ int main(int argc, char **argv)
     }
     uct_release_component_list(components);
 
+    if (getenv("HIPOWER_SCHED_SEEDS") != NULL) {
+        record = fopen(getenv("HIPOWER_SCHED_SEEDS"), "w");
+        if (record == NULL) {
+            fprintf(stderr, "hipower-sched: cannot write %s (HIPOWER_SCHED_"
+                    "SEEDS): %m\n", getenv("HIPOWER_SCHED_SEEDS"));
+            return 2;
+        }
+    }
+
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (seed = first; seed < first + count; ++seed) {
         struct timespec s0, s1;
@@ -1678,7 +1730,11 @@ int main(int argc, char **argv)
 
         ++ran;
         clock_gettime(CLOCK_MONOTONIC, &s0);
+        sched_totals(before);
         failed_now = sched_run(seed);
+        if (record != NULL) {
+            sched_record(record, seed, before);
+        }
         clock_gettime(CLOCK_MONOTONIC, &s1);
         secs = (s1.tv_sec - s0.tv_sec) + (s1.tv_nsec - s0.tv_nsec) * 1e-9;
         if (secs > sch.slowest_sec) {
@@ -1725,6 +1781,9 @@ int main(int argc, char **argv)
            sch.slowest_seed,
            sch.slowest_sec);
     fflush(stdout);
+    if (record != NULL) {
+        fclose(record);
+    }
     if (failed > 0) {
         /* The failed schedule's interfaces are still open: no cleanup */
         _exit(1);

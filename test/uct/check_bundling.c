@@ -1781,7 +1781,7 @@ END_TEST
     { \
         TCase *_tc = tcase_create(#_name); \
         tcase_set_tags(_tc, #_name); \
-        tcase_set_timeout(_tc, 600); \
+        case_timeout(_tc, 600); \
         tcase_add_test(_tc, test_##_name); \
         suite_add_tcase(_suite, _tc); \
     }
@@ -1790,7 +1790,7 @@ END_TEST
     { \
         TCase *_tc = tcase_create(#_name); \
         tcase_set_tags(_tc, #_name); \
-        tcase_set_timeout(_tc, 600); \
+        case_timeout(_tc, 600); \
         tcase_add_loop_test(_tc, test_##_name, 0, _runs); \
         suite_add_tcase(_suite, _tc); \
     }

@@ -2499,7 +2499,7 @@ END_TEST
     { \
         TCase *_tc = tcase_create(#_name); \
         tcase_set_tags(_tc, #_name); \
-        tcase_set_timeout(_tc, _timeout); \
+        case_timeout(_tc, _timeout); \
         tcase_add_loop_test(_tc, test_##_name, 0, _n); \
         suite_add_tcase(_suite, _tc); \
     }
@@ -2509,7 +2509,7 @@ END_TEST
         TCase *_tc = tcase_create(#_name); \
         /* Tagged with its name too: CK_EXCLUDE_TAGS=name leaves it out */ \
         tcase_set_tags(_tc, #_name); \
-        tcase_set_timeout(_tc, _timeout); \
+        case_timeout(_tc, _timeout); \
         tcase_add_test(_tc, test_##_name); \
         suite_add_tcase(_suite, _tc); \
     }
@@ -2670,7 +2670,7 @@ void add_port_down_test(Suite *suite)
     }
 
     tcase = tcase_create("port_down");
-    tcase_set_timeout(tcase, 120);
+    case_timeout(tcase, 120);
     tcase_add_test(tcase, test_port_down);
     add_connect_port_down_tests(tcase);
     suite_add_tcase(suite, tcase);

@@ -1455,7 +1455,7 @@ void add_connect_tests(Suite *suite)
 {
     TCase *tcase = tcase_create("connect");
 
-    tcase_set_timeout(tcase, 600);
+    case_timeout(tcase, 600);
     tcase_add_test(tcase, test_connect_first_use);
     tcase_add_test(tcase, test_connect_crossed);
     tcase_add_test(tcase, test_connect_self);

@@ -302,7 +302,7 @@ void add_many_peers_test(Suite *suite)
 {
     TCase *tcase = tcase_create("many");
 
-    tcase_set_timeout(tcase, 3600);
+    case_timeout(tcase, 3600);
     tcase_add_test(tcase, test_many_peers);
     suite_add_tcase(suite, tcase);
 }

@@ -383,20 +383,20 @@ void add_reentry_tests(Suite *suite)
 
     tc = tcase_create("handler_cancels_its_endpoint");
     tcase_set_tags(tc, "handler_cancels_its_endpoint");
-    tcase_set_timeout(tc, 600);
+    case_timeout(tc, 600);
     tcase_add_loop_test(tc, test_handler_cancels_its_endpoint, 0,
                         REENTRY_LAST);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("handler_progresses_again");
     tcase_set_tags(tc, "handler_progresses_again");
-    tcase_set_timeout(tc, 600);
+    case_timeout(tc, 600);
     tcase_add_loop_test(tc, test_handler_progresses_again, 0, REENTRY_LAST);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("handler_meets_grant_deadline");
     tcase_set_tags(tc, "handler_meets_grant_deadline");
-    tcase_set_timeout(tc, 600);
+    case_timeout(tc, 600);
     tcase_add_loop_test(tc, test_handler_meets_grant_deadline, REENTRY_PLAIN,
                         REENTRY_HOLD + 1);
     suite_add_tcase(suite, tc);

@@ -893,7 +893,7 @@ void add_transport_tests(Suite *suite)
     TCase *arrival = tcase_create("arrival");
     const char *skip_rma;
 
-    tcase_set_timeout(tcase, 1800);
+    case_timeout(tcase, 1800);
     tcase_add_test(tcase, test_flush_means_delivered);
     tcase_add_test(tcase, test_slot_exhaustion_pending);
     tcase_add_test(tcase, test_slots_not_held);
@@ -912,16 +912,16 @@ void add_transport_tests(Suite *suite)
     tcase_add_test(tcase, test_bad_rkey_fails_endpoint);
     tcase_add_test(tcase, test_peer_gone);
     suite_add_tcase(suite, tcase);
-    tcase_set_timeout(arrival, 600);
+    case_timeout(arrival, 600);
     tcase_add_test(arrival, test_arrival_while_landing);
     suite_add_tcase(suite, arrival);
     /* Its own case, so it can run alone (CK_RUN_CASE=wakeup) */
-    tcase_set_timeout(wakeup, 600);
+    case_timeout(wakeup, 600);
     tcase_add_loop_test(wakeup, test_wakeup, 0, 2);
     tcase_add_test(wakeup, test_wakeup_after_busy_arm);
     suite_add_tcase(suite, wakeup);
     /* Its own case, so valgrind can run it alone (CK_RUN_CASE=destroy) */
-    tcase_set_timeout(destroy, 1800);
+    case_timeout(destroy, 1800);
     tcase_add_test(destroy, test_destroy_in_flight);
     suite_add_tcase(suite, destroy);
 }

@@ -779,6 +779,21 @@ double now_sec(void)
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+void case_timeout(TCase *tcase, double seconds)
+{
+    const char *bound;
+    double max;
+
+    if (getenv("HIPOWER_TEST_ON_SIM") != NULL) {
+        bound = getenv("HIPOWER_SIM_CASE_TIMEOUT");
+        max   = (bound != NULL) ? strtod(bound, NULL) : 120;
+        if ((max > 0) && (max < seconds)) {
+            seconds = max;
+        }
+    }
+    tcase_set_timeout(tcase, seconds);
+}
+
 /* The number of slots B's endpoint of pair @a p gives its peer */
 unsigned b_slots(int p)
 {

@@ -189,6 +189,16 @@ int wakeup_setup(int num, struct pollfd *pfd);
 /* Seconds on the monotonic clock */
 double now_sec(void);
 
+/*
+ * tcase_set_timeout(), bounded on the simulated device: there a case takes
+ * seconds (the longest, about 11 s), and one that hangs must fail at its
+ * own timeout, reported by Check with its name, and not hold the mode for
+ * the rig's allowance (up to 1,800 s) until run-sim's own limit ends
+ * everything. The bound is HIPOWER_SIM_CASE_TIMEOUT seconds (run-sim sets
+ * it; 120 if unset).
+ */
+void case_timeout(TCase *tcase, double seconds);
+
 /* The test cases of each file */
 void add_transport_tests(Suite *suite);
 /* hipower, self mode (check_conformance.c): pair 0's peer writes
