@@ -1057,7 +1057,7 @@ static void sched_device_event(void)
                     conn->side[d]);
         conn->excused = 1;
         md   = ucs_derived_of(sch.devs[dev].md, uct_hipower_md_t);
-        seq  = *(volatile uint64_t*)&md->async.seq;
+        seq  = uct_hipower_md_async_seq(&md->async);
         if (hipower_sim_async_event(dev, type, sched_ep_qpn(conn->ep[d])) ==
             0) {
             return;
@@ -1080,13 +1080,13 @@ static void sched_device_event(void)
             }
         }
         md   = ucs_derived_of(sch.devs[dev].md, uct_hipower_md_t);
-        seq  = *(volatile uint64_t*)&md->async.seq;
+        seq  = uct_hipower_md_async_seq(&md->async);
         if (hipower_sim_async_event(dev, type, 0) == 0) {
             return;
         }
     }
     ++sch.device_events;
-    for (spins = 0; *(volatile uint64_t*)&md->async.seq == seq; ++spins) {
+    for (spins = 0; uct_hipower_md_async_seq(&md->async) == seq; ++spins) {
         if (spins > 100000000ull) {
             sched_fail("UCX's async thread never read the device event");
         }

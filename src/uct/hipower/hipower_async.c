@@ -124,7 +124,8 @@ unsigned uct_hipower_iface_progress_async(uct_hipower_iface_t *iface)
     unsigned i, count;
     uint64_t lost;
 
-    count = uct_hipower_md_async_take(md, &iface->async_seq, events, &lost);
+    count = uct_hipower_md_async_take(&md->async, &iface->async_seq, events,
+                                      &lost);
 
     if (lost > 0) {
         ucs_warn("hipower %s: %lu device events came faster than they were "

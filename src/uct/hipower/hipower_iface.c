@@ -849,7 +849,8 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
         uct_hipower_iface_serve_waiters(iface);
     }
 
-    if (ucs_unlikely(*(volatile uint64_t*)&md->async.seq != iface->async_seq)) {
+    if (ucs_unlikely(uct_hipower_md_async_seq(&md->async) !=
+                     iface->async_seq)) {
         count += uct_hipower_iface_progress_async(iface);
     }
 
@@ -1195,7 +1196,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->tx.failures_due = 0;
     self->tx.hold_posting = 0;
     ucs_list_head_init(&self->tx.trailing_eps);
-    self->async_seq     = md->async.seq;
+    self->async_seq     = uct_hipower_md_async_seq(&md->async);
     kh_init_inplace(uct_hipower_qp_ep, &self->qp_eps);
     uct_hipower_cm_construct(self);
     ucs_snprintf_zero(self->dev_name, sizeof(self->dev_name), "%s",

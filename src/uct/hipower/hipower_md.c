@@ -136,7 +136,7 @@ static void uct_hipower_md_close(uct_md_h uct_md)
     uct_hipower_md_t *md = ucs_derived_of(uct_md, uct_hipower_md_t);
     int ret;
 
-    uct_hipower_md_async_cleanup(md);
+    uct_hipower_md_async_cleanup(&md->async);
     if (md->rcache != NULL) {
         ucs_rcache_destroy(md->rcache);
     }
@@ -478,7 +478,7 @@ ucs_status_t uct_hipower_md_open(uct_component_t *component,
         goto err_dealloc_pd;
     }
 
-    status = uct_hipower_md_async_init(md);
+    status = uct_hipower_md_async_init(&md->async, md->ibv_context, md->name);
     if (status != UCS_OK) {
         goto err_destroy_rcache;
     }

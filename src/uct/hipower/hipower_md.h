@@ -4,6 +4,7 @@
 #ifndef UCT_HIPOWER_MD_H_
 #define UCT_HIPOWER_MD_H_
 
+#include "hipower_md_async.h"
 #include "hipower_ucx_compat.h"
 
 #include <uct/base/uct_md.h>
@@ -36,18 +37,6 @@ typedef struct uct_hipower_rcache_region {
 } uct_hipower_rcache_region_t;
 
 
-/* Device events kept for the interfaces to handle (hipower_async.c) */
-#define UCT_HIPOWER_ASYNC_RING   64
-
-/* One asynchronous event of the device, as ibv_get_async_event() gave it */
-typedef struct uct_hipower_async_event {
-    enum ibv_event_type      type;
-    uint32_t                 qp_num;       /* QP events */
-    void                     *cq;          /* CQ events */
-    uint8_t                  port;         /* Port events */
-} uct_hipower_async_event_t;
-
-
 /**
  * hipower memory domain: one per verbs device. It owns the device context and
  * the protection domain that all of the device's hipower interfaces share.
@@ -61,15 +50,8 @@ typedef struct uct_hipower_md {
     ucs_linear_func_t        reg_cost;     /* Reported registration cost */
     char                     name[UCT_MD_NAME_MAX];
 
-    /* Device events, read by UCX's async thread, handled by each interface
-     * in its progress (it owns its endpoints): the last
-     * UCT_HIPOWER_ASYNC_RING of them, numbered by seq */
-    struct {
-        int                  registered;   /* Handler installed */
-        ucs_spinlock_t       lock;
-        uint64_t             seq;          /* Events read so far */
-        uct_hipower_async_event_t ring[UCT_HIPOWER_ASYNC_RING];
-    } async;
+    /* Device events (hipower_md_async.h) */
+    uct_hipower_md_async_t   async;
 } uct_hipower_md_t;
 
 
@@ -112,20 +94,6 @@ ucs_status_t uct_hipower_md_reg_internal(uct_hipower_md_t *md, void *address,
 void uct_hipower_md_dereg_internal(uct_hipower_md_t *md, struct ibv_mr *mr,
                                    const char *what);
 
-/* Reads the device's asynchronous events in UCX's async thread (md open)
- * and stops (md close) -- hipower_md_async.c */
-ucs_status_t uct_hipower_md_async_init(uct_hipower_md_t *md);
-void uct_hipower_md_async_cleanup(uct_hipower_md_t *md);
-
-/**
- * Copies the events read since @a *seq_p (at most UCT_HIPOWER_ASYNC_RING,
- * the newest; @a *lost_p says how many older ones were overwritten) to
- * @a events and moves @a *seq_p past them. Returns how many it copied.
- */
-unsigned uct_hipower_md_async_take(uct_hipower_md_t *md, uint64_t *seq_p,
-                                   uct_hipower_async_event_t *events,
-                                   uint64_t *lost_p);
-
 /* What the device, one of its ports, or a GID of the port is; 0 or an
  * errno value, as libibverbs returns it (the caller names what failed) */
 int uct_hipower_md_query_device(uct_hipower_md_t *md,
@@ -135,8 +103,6 @@ int uct_hipower_md_query_port(uct_hipower_md_t *md, uint8_t port,
 int uct_hipower_md_query_gid(uct_hipower_md_t *md, uint8_t port,
                              unsigned gid_index, union ibv_gid *gid);
 
-/* The name of a device event, for messages */
-const char *uct_hipower_md_event_name(enum ibv_event_type type);
 
 static inline uint32_t uct_hipower_memh_lkey(uct_mem_h memh)
 {
