@@ -1324,7 +1324,7 @@ static ucs_status_t uct_hipower_ep_reg_ctrl(uct_hipower_ep_t *ep)
 
     /* The peer reads our consumed bitmap (recycle) and, in pull mode, our
      * published one; nothing else of ours */
-    status = uct_hipower_window_open(iface, ep->ctrl->consumed,
+    status = uct_hipower_window_open(&iface->win_dev, ep->ctrl->consumed,
                                      UCT_HIPOWER_CTRL_SPAN(consumed,
                                                            written_view),
                                      IBV_ACCESS_REMOTE_READ,
@@ -1335,7 +1335,7 @@ static ucs_status_t uct_hipower_ep_reg_ctrl(uct_hipower_ep_t *ep)
 
     /* The peer writes its bitmap words (push), our sleep generation and
      * its state: all of them concern only its own messages */
-    status = uct_hipower_window_open(iface, ep->ctrl->written_view,
+    status = uct_hipower_window_open(&iface->win_dev, ep->ctrl->written_view,
                                      UCT_HIPOWER_CTRL_SPAN(written_view,
                                                            peer_consumed),
                                      IBV_ACCESS_REMOTE_WRITE,
@@ -1357,9 +1357,11 @@ static ucs_status_t uct_hipower_ep_reg_ctrl(uct_hipower_ep_t *ep)
     return UCS_OK;
 
 err_dereg_write:
-    uct_hipower_window_close(iface, &ep->ctrl_write, "peer-writable words");
+    uct_hipower_window_close(&iface->win_dev, &ep->ctrl_write,
+                             "peer-writable words");
 err_dereg_read:
-    uct_hipower_window_close(iface, &ep->ctrl_read, "peer-readable bitmaps");
+    uct_hipower_window_close(&iface->win_dev, &ep->ctrl_read,
+                             "peer-readable bitmaps");
     return status;
 }
 
@@ -1368,8 +1370,10 @@ static void uct_hipower_ep_dereg_peer_access(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
-    uct_hipower_window_close(iface, &ep->ctrl_write, "peer-writable words");
-    uct_hipower_window_close(iface, &ep->ctrl_read, "peer-readable bitmaps");
+    uct_hipower_window_close(&iface->win_dev, &ep->ctrl_write,
+                             "peer-writable words");
+    uct_hipower_window_close(&iface->win_dev, &ep->ctrl_read,
+                             "peer-readable bitmaps");
 }
 
 /*
@@ -1451,7 +1455,7 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
     hipower_rx_ring_init(&ep->rx.ring, count,
                          uct_hipower_ep_consumed(ep, ep->rx.epoch), start);
 
-    status = uct_hipower_window_open(iface, ep->rx.slots,
+    status = uct_hipower_window_open(&iface->win_dev, ep->rx.slots,
                                      (size_t)count * stride,
                                      IBV_ACCESS_REMOTE_WRITE, "receive slots",
                                      &ep->rx.win);
@@ -1619,11 +1623,11 @@ static void uct_hipower_qp_gc_free(uct_hipower_qp_gc_t *gc)
 
     /* Before the QP they are bound to (see uct_hipower_ep_t's creation) */
     if (gc->ctrl_write.mr != NULL) {
-        uct_hipower_window_close(iface, &gc->ctrl_write,
+        uct_hipower_window_close(&iface->win_dev, &gc->ctrl_write,
                                  "peer-writable words");
     }
     if (gc->ctrl_read.mr != NULL) {
-        uct_hipower_window_close(iface, &gc->ctrl_read,
+        uct_hipower_window_close(&iface->win_dev, &gc->ctrl_read,
                                  "peer-readable bitmaps");
     }
     uct_hipower_qp_destroy(iface, gc->txqp.qp);

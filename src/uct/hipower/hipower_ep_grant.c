@@ -121,7 +121,7 @@ static void uct_hipower_ep_run_free(uct_hipower_ep_t *ep,
     }
 
     /* Closed first: the peer can no longer write the slots */
-    uct_hipower_window_close(iface, win, "receive slots");
+    uct_hipower_window_close(&iface->win_dev, win, "receive slots");
     hipower_arena_free(&iface->arena.slots, first, count);
 }
 
@@ -242,7 +242,7 @@ static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
     hipower_ring_bitmap_at(uct_hipower_ep_consumed(ep, ep->rx.epoch + 1),
                            count, start);
 
-    status = uct_hipower_window_open(iface, slots,
+    status = uct_hipower_window_open(&iface->win_dev, slots,
                                      (size_t)count * layout->stride,
                                      IBV_ACCESS_REMOTE_WRITE, "receive slots",
                                      &ep->rx.granted.win);

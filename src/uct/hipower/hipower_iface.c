@@ -1312,8 +1312,10 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         status = UCS_ERR_UNSUPPORTED;
         goto err;
     }
-    self->config.windows = (config->mem_windows != UCS_NO) && has_windows;
-    if (!self->config.windows) {
+    self->win_dev.md       = md;
+    self->win_dev.dev_name = self->dev_name;
+    self->win_dev.use_mw   = (config->mem_windows != UCS_NO) && has_windows;
+    if (!self->win_dev.use_mw) {
         /* Asked for (n): said once at diag level; found missing: warned */
         ucs_log((config->mem_windows == UCS_NO) ? UCS_LOG_LEVEL_DIAG :
                 UCS_LOG_LEVEL_WARN,

@@ -14,6 +14,7 @@
 #include "hipower_slot.h"
 #include "hipower_stats.h"
 #include "hipower_wire.h"
+#include "hipower_window.h"
 
 #include <uct/base/uct_iface.h>
 #include <ucs/datastruct/khash.h>
@@ -272,8 +273,6 @@ typedef struct uct_hipower_iface {
                                                    make messages bundle */
         ucs_time_t               bundle_hold_time; /* A held bundle's
                                                       deadline */
-        int                      windows;      /* Peers' regions behind
-                                                  type-2 windows */
         int                      print_stats;
         unsigned                 gid_index;
         unsigned                 sl;
@@ -345,6 +344,8 @@ typedef struct uct_hipower_iface {
 
     uct_hipower_stats_t          stats;
     char                         dev_name[UCT_DEVICE_NAME_MAX];
+    /* Where the peers' windows are made (hipower_window.h) */
+    uct_hipower_window_dev_t     win_dev;
 } uct_hipower_iface_t;
 
 

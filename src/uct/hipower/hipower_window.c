@@ -11,12 +11,12 @@
 #include <string.h>
 
 
-ucs_status_t uct_hipower_window_open(uct_hipower_iface_t *iface,
+ucs_status_t uct_hipower_window_open(const uct_hipower_window_dev_t *dev,
                                      void *address, size_t length, int access,
                                      const char *what,
                                      uct_hipower_window_t *win)
 {
-    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
+    uct_hipower_md_t *md = dev->md;
     ucs_status_t status;
     int mr_access;
 
@@ -24,7 +24,7 @@ ucs_status_t uct_hipower_window_open(uct_hipower_iface_t *iface,
      * to one QP, does. A window that admits remote writes needs an MR
      * that admits local ones. */
     mr_access = IBV_ACCESS_LOCAL_WRITE |
-                (iface->config.windows ? IBV_ACCESS_MW_BIND : access);
+                (dev->use_mw ? IBV_ACCESS_MW_BIND : access);
     status    = uct_hipower_md_reg_internal(md, address, length, mr_access,
                                             what, &win->mr);
     if (status != UCS_OK) {
@@ -32,7 +32,7 @@ ucs_status_t uct_hipower_window_open(uct_hipower_iface_t *iface,
     }
 
     win->access = access;
-    if (!iface->config.windows) {
+    if (!dev->use_mw) {
         win->mw   = NULL;
         win->rkey = win->mr->rkey;
         return UCS_OK;
@@ -42,7 +42,7 @@ ucs_status_t uct_hipower_window_open(uct_hipower_iface_t *iface,
     if (win->mw == NULL) {
         ucs_error("hipower %s: ibv_alloc_mw(type 2) for %s failed: %m "
                   "(UCX_HIPOWER_MEM_WINDOWS=n gives peers the MR's rkey "
-                  "instead)", iface->dev_name, what);
+                  "instead)", dev->dev_name, what);
         uct_hipower_md_dereg_internal(md, win->mr, what);
         return UCS_ERR_IO_ERROR;
     }
@@ -68,10 +68,10 @@ void uct_hipower_window_bind_wr(const uct_hipower_window_t *win,
     wr->bind_mw.bind_info.mw_access_flags = win->access;
 }
 
-void uct_hipower_window_close(uct_hipower_iface_t *iface,
+void uct_hipower_window_close(const uct_hipower_window_dev_t *dev,
                               uct_hipower_window_t *win, const char *what)
 {
-    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
+    uct_hipower_md_t *md = dev->md;
     int ret;
 
     if (win->mw != NULL) {
@@ -79,7 +79,7 @@ void uct_hipower_window_close(uct_hipower_iface_t *iface,
         ret = ibv_dealloc_mw(win->mw);
         if (ret != 0) {
             ucs_warn("hipower %s: ibv_dealloc_mw(%s) failed: %s",
-                     iface->dev_name, what, strerror(ret));
+                     dev->dev_name, what, strerror(ret));
         }
         win->mw = NULL;
     }

@@ -8,7 +8,7 @@
 #ifndef UCT_HIPOWER_WINDOW_H_
 #define UCT_HIPOWER_WINDOW_H_
 
-#include "hipower_iface.h"
+#include "hipower_md.h"
 
 
 /*
@@ -31,10 +31,21 @@ typedef struct uct_hipower_window {
 } uct_hipower_window_t;
 
 
+/* Where an interface makes its windows: its device's memory domain, the
+ * device's name for messages, and whether it uses memory windows at all
+ * (UCX_HIPOWER_MEM_WINDOWS and the device decide, at interface open).
+ * The interface holds one; only its constructor writes it. */
+typedef struct uct_hipower_window_dev {
+    uct_hipower_md_t             *md;
+    const char                   *dev_name;
+    int                          use_mw;   /* Type-2 windows, else MRs */
+} uct_hipower_window_dev_t;
+
+
 /* Registers [@a address, + @a length) for @a access by the peer (one of
  * IBV_ACCESS_REMOTE_WRITE, IBV_ACCESS_REMOTE_READ) and, with windows,
  * allocates the window and chooses the rkey its bind will give it */
-ucs_status_t uct_hipower_window_open(uct_hipower_iface_t *iface,
+ucs_status_t uct_hipower_window_open(const uct_hipower_window_dev_t *dev,
                                      void *address, size_t length, int access,
                                      const char *what,
                                      uct_hipower_window_t *win);
@@ -54,7 +65,7 @@ void uct_hipower_window_bind_wr(const uct_hipower_window_t *win,
 
 /* Closes the window and deregisters the region: once it returns, no write
  * or read of the peer's reaches the region any more */
-void uct_hipower_window_close(uct_hipower_iface_t *iface,
+void uct_hipower_window_close(const uct_hipower_window_dev_t *dev,
                               uct_hipower_window_t *win, const char *what);
 
 #endif
