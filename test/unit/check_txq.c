@@ -393,6 +393,10 @@ Suite *hipower_txq_suite(void)
     TCase *tcase;
 
     tcase = tcase_create("txq");
+    /* The model runs take about a second each alone; Check's default of
+     * 4 s ended three of them on a machine whose two cores also ran the
+     * rig and the simulator (2026-12-02) */
+    tcase_set_timeout(tcase, 60);
     tcase_add_test(tcase, test_txq_credit_per_request);
     tcase_add_test(tcase, test_txq_flushed_one_by_one);
     tcase_add_test(tcase, test_txq_chain_cut_short);
