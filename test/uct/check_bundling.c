@@ -1696,7 +1696,7 @@ START_TEST(test_bundle_window_event)
                       ia->stats.tx_hold_arms, ia->stats.tx_cq_events,
                       ia->stats.tx_event_posts, ia->stats.tx_event_idle,
                       hipower_tx_ring_free(&ep_of(pairs[0].ep_a)->tx.ring),
-                      ia->tx.stash.count,
+                      ia->verbs.stash.count,
                       hipower_txwin_full(&ep_of(pairs[0].ep_a)->tx.win,
                                          ep_of(pairs[0].ep_a)->txqp.txq.acked_sn));
 

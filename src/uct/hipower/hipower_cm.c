@@ -1628,7 +1628,7 @@ static ucs_status_t uct_hipower_cm_gid_netdev(uct_hipower_iface_t *iface,
 
     ucs_snprintf_safe(path, sizeof(path),
                       "/sys/class/infiniband/%s/ports/%u/gid_attrs/ndevs/%u",
-                      md->name, iface->port_num, iface->config.gid_index);
+                      md->name, iface->port_num, iface->verbs.qp.gid_index);
     file = fopen(path, "r");
     if (file == NULL) {
         return UCS_ERR_NO_DEVICE;
@@ -1664,7 +1664,7 @@ static ucs_status_t uct_hipower_cm_listen(uct_hipower_iface_t *iface,
                       "(UCX_HIPOWER_GID_INDEX) to listen for connections on: "
                       "name one in UCX_HIPOWER_CM_NETDEV, or set "
                       "UCX_HIPOWER_CONNECT_TO_IFACE=n", iface->dev_name,
-                      iface->config.gid_index);
+                      iface->verbs.qp.gid_index);
             return status;
         }
     } else {

@@ -363,7 +363,7 @@ ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
     /* Its peer will not give back a run now: others need not wait for it */
     uct_hipower_ep_rx_release_abandon(ep);
     /* Stop the QP, so that whatever is left completes (flushed) now */
-    uct_hipower_qp_to_error(iface, ep->txqp.qp);
+    uct_hipower_qp_to_error(&iface->verbs, ep->txqp.qp);
     /* Nothing more is delivered from the peer: others may have its runs */
     uct_hipower_ep_rx_peer_gone(ep);
     uct_hipower_ep_cancel_ops(ep, canceled ? UCS_ERR_CANCELED : status);
@@ -1002,7 +1002,7 @@ static ucs_status_t uct_hipower_iface_wait_qp(uct_hipower_iface_t *iface,
 
         iface->stats.tx_completions++;
         if (wc.qp_num != txqp->qp->qp_num) {
-            status = uct_hipower_cq_stash_wc(iface, &wc);
+            status = uct_hipower_cq_stash_wc(&iface->verbs, &wc);
             if (status != UCS_OK) {
                 return status;
             }
@@ -1245,7 +1245,7 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
                                              iface->config.recycle_threshold));
 
     path_mtu = ucs_min(iface->config.path_mtu, (enum ibv_mtu)ep_addr->path_mtu);
-    status   = uct_hipower_qp_connect(iface, ep->txqp.qp, peer_dev,
+    status   = uct_hipower_qp_connect(&iface->verbs, ep->txqp.qp, peer_dev,
                                       ep_addr->qp_num, path_mtu);
     if (status != UCS_OK) {
         return status;
@@ -1543,7 +1543,8 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
      * destroy them, newest first, and a QP destroyed while windows are
      * still bound to it waits for them (rdma_rxe: a timeout per QP, the
      * exit hangs for minutes with many endpoints) */
-    status = uct_hipower_qp_create(iface, &self->txqp.qp);
+    status = uct_hipower_qp_create(&iface->verbs, iface->cq,
+                                   iface->event.rx_cq, &self->txqp.qp);
     if (status != UCS_OK) {
         goto err_free_ctrl;
     }
@@ -1604,7 +1605,7 @@ err_dereg_ctrl:
     uct_hipower_ep_dereg_peer_access(self);
     uct_hipower_md_dereg_internal(md, self->ctrl_local_mr, "local bitmaps");
 err_destroy_qp:
-    uct_hipower_qp_destroy(iface, self->txqp.qp);
+    uct_hipower_qp_destroy(&iface->verbs, self->txqp.qp);
 err_free_ctrl:
     ucs_free(self->ctrl);
     return status;
@@ -1630,7 +1631,7 @@ static void uct_hipower_qp_gc_free(uct_hipower_qp_gc_t *gc)
         uct_hipower_window_close(&iface->win_dev, &gc->ctrl_read,
                                  "peer-readable bitmaps");
     }
-    uct_hipower_qp_destroy(iface, gc->txqp.qp);
+    uct_hipower_qp_destroy(&iface->verbs, gc->txqp.qp);
     uct_hipower_txqp_drop_ops(&gc->txqp, UINT64_MAX / 2);
     hipower_credits_add(&iface->tx.cq_credits, gc->reserve);
     iface->event.rx_expected    -= gc->txqp.recvs;
@@ -1654,7 +1655,7 @@ static void uct_hipower_qp_gc_check(uct_hipower_qp_gc_t *gc)
 {
     if (!gc->in_error && (hipower_txq_outstanding(&gc->txqp.txq) == 0)) {
         /* The goodbye arrived (or failed): flush the receives */
-        uct_hipower_qp_to_error(gc->iface, gc->txqp.qp);
+        uct_hipower_qp_to_error(&gc->iface->verbs, gc->txqp.qp);
         gc->in_error = 1;
     }
 
@@ -1749,7 +1750,7 @@ static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
     }
 
     if (!goodbye) {
-        uct_hipower_qp_to_error(iface, ep->txqp.qp);
+        uct_hipower_qp_to_error(&iface->verbs, ep->txqp.qp);
         /* The peer reaches nothing of ours any more */
         uct_hipower_ep_dereg_peer_access(ep);
     }
@@ -1762,7 +1763,7 @@ static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
         if (iter != kh_end(&iface->qp_eps)) {
             kh_del(uct_hipower_qp_ep, &iface->qp_eps, iter);
         }
-        uct_hipower_qp_destroy(iface, ep->txqp.qp);
+        uct_hipower_qp_destroy(&iface->verbs, ep->txqp.qp);
         hipower_credits_add(&iface->tx.cq_credits, reserve);
         uct_hipower_md_dereg_internal(md, ep->ctrl_local_mr, "local bitmaps");
         ucs_free(ep->ctrl);
@@ -1783,7 +1784,7 @@ static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
         if (goodbye) {
             uct_hipower_ep_dereg_peer_access(ep);
         }
-        uct_hipower_qp_destroy(iface, ep->txqp.qp);
+        uct_hipower_qp_destroy(&iface->verbs, ep->txqp.qp);
         uct_hipower_txqp_drop_ops(&ep->txqp, UINT64_MAX / 2);
         hipower_credits_add(&iface->tx.cq_credits, reserve +
                             (int)hipower_txq_outstanding(&ep->txqp.txq));

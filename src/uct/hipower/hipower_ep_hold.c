@@ -328,9 +328,9 @@ static void uct_hipower_iface_tx_event(int fd, ucs_event_set_types_t events,
  * 1; 0 otherwise: a user's completion, a fetched value or a failure are
  * for the user's progress (UCT calls the user's callbacks from there,
  * never from UCX's async thread) */
-static int uct_hipower_iface_hold_wc(uct_hipower_iface_t *iface,
-                                     struct ibv_wc *wc)
+static int uct_hipower_iface_hold_wc(void *arg, struct ibv_wc *wc)
 {
+    uct_hipower_iface_t *iface = arg;
     khiter_t iter = kh_get(uct_hipower_qp_ep, &iface->qp_eps, wc->qp_num);
     uct_hipower_txqp_t *txqp;
     uct_hipower_tx_op_t *op;
@@ -369,10 +369,11 @@ static int uct_hipower_iface_hold_wc(uct_hipower_iface_t *iface,
 static void uct_hipower_iface_hold_reap(uct_hipower_iface_t *iface)
 {
     /* All of the CQ first: one order with what was set aside before */
-    (void)uct_hipower_cq_stash_poll(iface, 1);
-    if (*(volatile unsigned*)&iface->tx.stash.count > 0) {
+    iface->stats.tx_completions += uct_hipower_cq_stash_poll(&iface->verbs,
+                                                             iface->cq, 1);
+    if (uct_hipower_cq_stash_count(&iface->verbs) > 0) {
         iface->stats.tx_reaped += uct_hipower_cq_stash_reap(
-                iface, uct_hipower_iface_hold_wc);
+                &iface->verbs, uct_hipower_iface_hold_wc, iface);
     }
 }
 
@@ -426,13 +427,15 @@ void uct_hipower_iface_hold_due(uct_hipower_iface_t *iface)
 
 void uct_hipower_iface_hold_arm(uct_hipower_iface_t *iface)
 {
+    unsigned polled;
+
     if (!iface->tx.flush_async) {
         return; /* The timer and the sender's calls only */
     }
 
     /* Set before the arm: the event clears it (step 1) */
     __atomic_store_n(&iface->tx.armed, 1, __ATOMIC_SEQ_CST);
-    if (uct_hipower_cq_arm(iface, iface->cq) != UCS_OK) {
+    if (uct_hipower_cq_arm(&iface->verbs, iface->cq) != UCS_OK) {
         __atomic_store_n(&iface->tx.armed, 0, __ATOMIC_SEQ_CST);
         return; /* Reported; the timer posts */
     }
@@ -448,8 +451,10 @@ void uct_hipower_iface_hold_arm(uct_hipower_iface_t *iface)
      * one of those (found by bundle_window_event: a silent sender's last
      * bundle held for ever, its frame ahead done and set aside by an
      * earlier arm) */
-    if ((uct_hipower_cq_stash_poll(iface, 0) == 0) &&
-        (*(volatile unsigned*)&iface->tx.stash.count == 0)) {
+    polled = uct_hipower_cq_stash_poll(&iface->verbs, iface->cq, 0);
+    iface->stats.tx_completions += polled;
+    if ((polled == 0) &&
+        (uct_hipower_cq_stash_count(&iface->verbs) == 0)) {
         return;
     }
     __atomic_store_n(&iface->tx.post_due, 1, __ATOMIC_SEQ_CST);

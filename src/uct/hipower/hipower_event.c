@@ -42,6 +42,7 @@
 
 #include "hipower_ep.h"
 #include "hipower_verbs.h"
+#include "hipower_tx_cq.h"
 
 #include <ucs/async/async.h>
 #include <ucs/debug/log.h>
@@ -94,7 +95,7 @@ ucs_status_t uct_hipower_iface_event_init(uct_hipower_iface_t *iface,
     iface->event.gen       = 0;
     iface->event.new_gen   = 1;
     iface->event.epfd      = -1;
-    status = uct_hipower_channel_create(iface, &iface->event.channel);
+    status = uct_hipower_channel_create(&iface->verbs, &iface->event.channel);
     if (status != UCS_OK) {
         iface->event.channel = NULL;
         return status;
@@ -105,7 +106,7 @@ ucs_status_t uct_hipower_iface_event_init(uct_hipower_iface_t *iface,
         goto err;
     }
 
-    status = uct_hipower_cq_create(iface, cq_len, iface->event.channel,
+    status = uct_hipower_cq_create(&iface->verbs, cq_len, iface->event.channel,
                                    "wake-up receives", &iface->event.rx_cq);
     if (status != UCS_OK) {
         goto err;
@@ -122,7 +123,7 @@ err:
 void uct_hipower_iface_event_cleanup(uct_hipower_iface_t *iface)
 {
     if (iface->event.rx_cq != NULL) {
-        uct_hipower_cq_destroy(iface, iface->event.rx_cq);
+        uct_hipower_cq_destroy(&iface->verbs, iface->event.rx_cq);
         iface->event.rx_cq = NULL;
     }
     if (iface->event.epfd >= 0) {
@@ -292,7 +293,7 @@ static ucs_status_t uct_hipower_iface_arm_recv(uct_hipower_iface_t *iface)
         return status;
     }
 
-    status = uct_hipower_cq_arm(iface, iface->event.rx_cq);
+    status = uct_hipower_cq_arm(&iface->verbs, iface->event.rx_cq);
     if (status != UCS_OK) {
         return status;
     }
@@ -321,7 +322,7 @@ static ucs_status_t uct_hipower_iface_do_event_arm(uct_hipower_iface_t *iface,
         return UCS_ERR_BUSY;
     }
 
-    status = uct_hipower_channel_drain(iface, iface->event.channel);
+    status = uct_hipower_channel_drain(&iface->verbs, iface->event.channel);
     if (status != UCS_OK) {
         return status;
     }
@@ -337,13 +338,13 @@ static ucs_status_t uct_hipower_iface_do_event_arm(uct_hipower_iface_t *iface,
         /* Before the arm: the async thread leaves the event to the event
          * fd (hipower_ep_hold.c) */
         __atomic_store_n(&iface->tx.user_armed, 1, __ATOMIC_SEQ_CST);
-        status = uct_hipower_cq_arm(iface, iface->cq);
+        status = uct_hipower_cq_arm(&iface->verbs, iface->cq);
         if (status != UCS_OK) {
             return status;
         }
 
         /* Completions that came before the arm made no event */
-        if (uct_hipower_iface_poll_cq(iface) > 0) {
+        if (uct_hipower_tx_cq_poll(iface) > 0) {
             return UCS_ERR_BUSY;
         }
     }

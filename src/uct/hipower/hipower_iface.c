@@ -8,6 +8,7 @@
 #include "hipower_iface.h"
 #include "hipower_ep.h"
 #include "hipower_verbs.h"
+#include "hipower_tx_cq.h"
 
 #include <uct/base/uct_component.h>
 #include <ucs/async/async.h>
@@ -25,7 +26,6 @@
 
 
 /* Completions polled per ibv_poll_cq() call */
-#define UCT_HIPOWER_CQ_BATCH  16
 
 
 static ucs_config_field_t uct_hipower_iface_config_table[] = {
@@ -697,109 +697,6 @@ static ucs_status_t uct_hipower_iface_flush(uct_iface_h tl_iface,
     return status;
 }
 
-/* One completion of the send CQ to its endpoint, or to the QP record of a
- * destroyed one */
-static void uct_hipower_iface_tx_wc(uct_hipower_iface_t *iface,
-                                    struct ibv_wc *wc)
-{
-    uct_hipower_txqp_t *txqp;
-    khiter_t iter;
-
-    iter = kh_get(uct_hipower_qp_ep, &iface->qp_eps, wc->qp_num);
-    if (ucs_unlikely(iter == kh_end(&iface->qp_eps))) {
-        /* QPs are destroyed only once drained: cannot happen */
-        ucs_diag("hipower %s: completion of unknown qp 0x%x",
-                 iface->dev_name, wc->qp_num);
-        return;
-    }
-
-    txqp = kh_value(&iface->qp_eps, iter);
-    if (ucs_unlikely(txqp->is_gc)) {
-        uct_hipower_gc_tx_completion(txqp, wc);
-    } else {
-        uct_hipower_ep_tx_completion(uct_hipower_txqp_ep(txqp), wc);
-    }
-}
-
-/* The completions set aside (uct_hipower_cq_stash_wc()), in their
- * order. A callback may set more aside: they go to a new array, handed out
- * by the next poll. */
-static unsigned uct_hipower_iface_unstash(uct_hipower_iface_t *iface)
-{
-    struct ibv_wc *wcs;
-    unsigned i, size, count;
-
-    count = uct_hipower_cq_stash_take(iface, &wcs, &size);
-    for (i = 0; i < count; ++i) {
-        uct_hipower_iface_tx_wc(iface, &wcs[i]);
-    }
-    uct_hipower_cq_stash_return(iface, wcs, size);
-    return count;
-}
-
-unsigned uct_hipower_iface_poll_cq(uct_hipower_iface_t *iface)
-{
-    struct ibv_wc wc[UCT_HIPOWER_CQ_BATCH];
-    int i, num_wcs;
-
-    if (ucs_unlikely(*(volatile unsigned*)&iface->tx.stash.count > 0)) {
-        return uct_hipower_iface_unstash(iface);
-    }
-
-    num_wcs = ibv_poll_cq(iface->cq, UCT_HIPOWER_CQ_BATCH, wc);
-    if (num_wcs <= 0) {
-        if (ucs_unlikely(num_wcs < 0)) {
-            ucs_error("hipower %s: ibv_poll_cq() failed: %d", iface->dev_name,
-                      num_wcs);
-        }
-        return 0;
-    }
-
-    iface->stats.tx_completions += num_wcs;
-    for (i = 0; i < num_wcs; ++i) {
-        uct_hipower_iface_tx_wc(iface, &wc[i]);
-    }
-
-    return num_wcs;
-}
-
-/*
- * Credits are short and the interface's requests went unsignaled: post a
- * signaled no-op on every endpoint holding unsignaled requests, from the
- * credits kept back for this, so that their completion gives the credits
- * back (see hipower_txq.h).
- */
-static void uct_hipower_iface_recall_credits(uct_hipower_iface_t *iface)
-{
-    uct_hipower_ep_t *ep, *tmp;
-
-    iface->tx.starved = 0;
-    iface->stats.recall_runs++;
-    /* Only the endpoints that posted unsignaled requests since they were
-     * last looked at: each leaves the list when it is (or needs nothing),
-     * so the walks cost what the posts that listed them did, not the
-     * number of endpoints (review P3) */
-    ucs_list_for_each_safe(ep, tmp, &iface->tx.trailing_eps, trailing_list) {
-        if (iface->tx.cq_credits < 1) {
-            iface->tx.starved = 1;
-            break;
-        }
-
-        iface->stats.recall_visits++;
-        if (hipower_txq_has_trailing(&ep->txqp.txq) &&
-            !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
-            if (hipower_txq_sq_free(&ep->txqp.txq) == 0) {
-                continue; /* Full: listed until a later recall can */
-            }
-            if (uct_hipower_ep_post_nop(ep, &iface->tx.cq_credits, NULL) ==
-                UCS_OK) {
-                iface->stats.cq_recalls++;
-            }
-        }
-        uct_hipower_ep_unlist_trailing(ep);
-    }
-}
-
 static UCS_F_ALWAYS_INLINE unsigned
 uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
 {
@@ -823,7 +720,7 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
         iface->tx.user_armed = 0;
     }
 
-    count = uct_hipower_iface_poll_cq(iface);
+    count = uct_hipower_tx_cq_poll(iface);
     if ((iface->num_idle + iface->num_wake_due + iface->event.poll_always +
          iface->pool.num_runless > 0) ||
         ucs_unlikely((iface->event.gen != 0) ||
@@ -896,7 +793,7 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
     }
 
     if (ucs_unlikely(iface->tx.starved)) {
-        uct_hipower_iface_recall_credits(iface);
+        uct_hipower_tx_cq_recall(iface);
     }
 
     ucs_list_for_each_safe(ep, tmp, &iface->pending_eps, pending_list) {
@@ -975,6 +872,26 @@ static void uct_hipower_tx_op_init(uct_iface_h tl_iface, void *obj,
     op->lkey = uct_hipower_memh_lkey(memh);
 }
 
+/* The rest of what the verbs layer needs (the QPs' path parameters are
+ * set from the configuration already), once the port is known */
+static void uct_hipower_iface_verbs_dev_init(uct_hipower_iface_t *self,
+                                             uct_hipower_md_t *md)
+{
+    self->verbs.md              = md;
+    self->verbs.dev_name        = self->dev_name;
+    self->verbs.port_num        = self->port_num;
+    self->verbs.port_attr       = &self->port_attr;
+    self->verbs.gid             = &self->gid;
+    /* One entry beyond what operations may take: the request that ends
+     * the QP in order always has room (hipower_ep.c) */
+    self->verbs.qp.max_send_wr  = self->config.tx_queue_len + 1;
+    /* am_zcopy: its header, the iov and the slot trailer */
+    self->verbs.qp.max_send_sge = UCT_HIPOWER_MAX_IOV + 2;
+    self->verbs.qp.max_inline   = self->config.max_inline;
+    self->verbs.qp.max_recv_wr  = uct_hipower_iface_qp_recvs(self);
+    uct_hipower_cq_stash_init(&self->verbs);
+}
+
 static ucs_status_t
 uct_hipower_iface_init_port(uct_hipower_iface_t *self,
                             const uct_iface_params_t *params)
@@ -1018,11 +935,11 @@ uct_hipower_iface_init_port(uct_hipower_iface_t *self,
     }
 
     ret = uct_hipower_md_query_gid(md, self->port_num,
-                                   self->config.gid_index, &self->gid);
+                                   self->verbs.qp.gid_index, &self->gid);
     if ((ret != 0) || ((self->gid.global.subnet_prefix == 0) &&
                        (self->gid.global.interface_id == 0))) {
         ucs_error("hipower %s: no GID at UCX_HIPOWER_GID_INDEX=%u (the port "
-                  "has %d entries)", self->dev_name, self->config.gid_index,
+                  "has %d entries)", self->dev_name, self->verbs.qp.gid_index,
                   self->port_attr.gid_tbl_len);
         return UCS_ERR_INVALID_PARAM;
     }
@@ -1189,7 +1106,6 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->tx.post_due     = 0;
     self->tx.user_armed   = 0;
     self->tx.flush_async  = 0;
-    self->tx.stash_lock   = 0;
     self->tx.in_progress  = 0;
     self->tx.hold_tick    = 0;
     self->tx.hold_ops     = 0;
@@ -1257,13 +1173,13 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     /* With the window on, the endpoint ops are wrapped (hipower_ep_hold.c) */
     uct_hipower_iface_hold_init(self);
     self->config.print_stats       = config->print_stats;
-    self->config.gid_index         = config->gid_index;
-    self->config.sl                = config->sl;
-    self->config.traffic_class     = config->traffic_class;
-    self->config.hop_limit         = config->hop_limit;
-    self->config.ack_timeout       = uct_hipower_ack_timeout(config->ack_timeout);
-    self->config.retry_count       = config->retry_count;
-    self->config.rnr_retry_count   = config->rnr_retry_count;
+    self->verbs.qp.gid_index         = config->gid_index;
+    self->verbs.qp.sl                = config->sl;
+    self->verbs.qp.traffic_class     = config->traffic_class;
+    self->verbs.qp.hop_limit         = config->hop_limit;
+    self->verbs.qp.ack_timeout       = uct_hipower_ack_timeout(config->ack_timeout);
+    self->verbs.qp.retry_count       = config->retry_count;
+    self->verbs.qp.rnr_retry_count   = config->rnr_retry_count;
     self->config.overhead          = config->overhead;
     self->config.idle_time         = config->idle_time;
     self->config.grant_timeout     = config->grant_timeout;
@@ -1293,7 +1209,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
         }
         rd_atomic = ucs_min(dev_attr.max_qp_rd_atom,
                             dev_attr.max_qp_init_rd_atom);
-        self->config.max_rd_atomic = ucs_min(16, rd_atomic);
+        self->verbs.qp.max_rd_atomic = ucs_min(16, rd_atomic);
         self->config.atomics       = (dev_attr.atomic_cap != IBV_ATOMIC_NONE);
         /* One work request moves at most the port's message size */
         self->config.max_rma       = ucs_min(self->port_attr.max_msg_sz,
@@ -1315,6 +1231,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->win_dev.md       = md;
     self->win_dev.dev_name = self->dev_name;
     self->win_dev.use_mw   = (config->mem_windows != UCS_NO) && has_windows;
+    uct_hipower_iface_verbs_dev_init(self, md);
     if (!self->win_dev.use_mw) {
         /* Asked for (n): said once at diag level; found missing: warned */
         ucs_log((config->mem_windows == UCS_NO) ? UCS_LOG_LEVEL_DIAG :
@@ -1388,13 +1305,10 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->event.rx_expected = 0;
     self->event.poll_always = (self->config.notify ==
                                UCT_HIPOWER_NOTIFY_PULL);
-    self->tx.stash.wcs      = NULL;
-    self->tx.stash.count    = 0;
-    self->tx.stash.size     = 0;
     /* The send CQ's own channel: UCX's async thread watches it for the
      * completions that held bundles wait for (hipower_ep_hold.c), and the
      * user's event fd has it for UCT_EVENT_SEND_COMP */
-    status = uct_hipower_channel_create(self, &self->tx.channel);
+    status = uct_hipower_channel_create(&self->verbs, &self->tx.channel);
     if (status != UCS_OK) {
         self->tx.channel = NULL;
         goto err;
@@ -1408,7 +1322,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     } else {
         /* Pull mode has no wake-ups, but each peer's hello (hipower_ep.c)
          * takes one receive */
-        status = uct_hipower_cq_create(self, eps_possible, NULL,
+        status = uct_hipower_cq_create(&self->verbs, eps_possible, NULL,
                                        "the peers' ready receives",
                                        &self->event.rx_cq);
         if (status != UCS_OK) {
@@ -1421,7 +1335,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->tx.cq_len     = config->tx_cq_len +
                           (eps_possible * UCT_HIPOWER_EP_CQ_ENTRIES);
     self->tx.cq_credits = self->tx.cq_len;
-    status = uct_hipower_cq_create(self, self->tx.cq_len, self->tx.channel,
+    status = uct_hipower_cq_create(&self->verbs, self->tx.cq_len, self->tx.channel,
                                    "send completions", &self->cq);
     if (status != UCS_OK) {
         goto err_cleanup_event;
@@ -1529,7 +1443,7 @@ err_cleanup_tx_mp:
 err_cleanup_arena:
     uct_hipower_iface_cleanup_arena(self);
 err_destroy_cq:
-    uct_hipower_cq_destroy(self, self->cq);
+    uct_hipower_cq_destroy(&self->verbs, self->cq);
 err_cleanup_event:
     uct_hipower_iface_event_cleanup(self);
 err_destroy_channel:
@@ -1576,10 +1490,10 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_iface_t)
     }
     ucs_mpool_cleanup(&self->tx_mp, 1);
     uct_hipower_iface_cleanup_arena(self);
-    uct_hipower_cq_destroy(self, self->cq);
+    uct_hipower_cq_destroy(&self->verbs, self->cq);
     uct_hipower_iface_event_cleanup(self);
     uct_hipower_channel_destroy(self->tx.channel);
-    ucs_free(self->tx.stash.wcs);
+    uct_hipower_cq_stash_cleanup(&self->verbs);
     kh_destroy_inplace(uct_hipower_qp_ep, &self->qp_eps);
 }
 

@@ -8,6 +8,8 @@
 #include "hipower_verbs.h"
 
 #include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
 #include <ucs/sys/sys.h>
 #include <sched.h>
 #include <string.h>
@@ -15,10 +17,11 @@
 #include <arpa/inet.h>
 
 
-ucs_status_t uct_hipower_qp_create(uct_hipower_iface_t *iface,
+ucs_status_t uct_hipower_qp_create(const uct_hipower_verbs_dev_t *dev,
+                                   struct ibv_cq *send_cq,
+                                   struct ibv_cq *recv_cq,
                                    struct ibv_qp **qp_p)
 {
-    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
     struct ibv_qp_init_attr init_attr;
     struct ibv_qp_attr qp_attr;
     struct ibv_qp *qp;
@@ -29,32 +32,28 @@ ucs_status_t uct_hipower_qp_create(uct_hipower_iface_t *iface,
      * self and push modes, its wake-ups (hipower_event.c) */
     memset(&init_attr, 0, sizeof(init_attr));
     init_attr.qp_type             = IBV_QPT_RC;
-    init_attr.send_cq             = iface->cq;
+    init_attr.send_cq             = send_cq;
     init_attr.sq_sig_all          = 0;
-    /* One entry beyond what operations may take: the request that ends
-     * the QP in order always has room (hipower_ep.c) */
-    init_attr.cap.max_send_wr     = iface->config.tx_queue_len + 1;
-    /* am_zcopy: its header, the iov and the slot trailer */
-    init_attr.cap.max_send_sge    = UCT_HIPOWER_MAX_IOV + 2;
-    init_attr.cap.max_inline_data = iface->config.max_inline;
-    init_attr.recv_cq             = iface->event.rx_cq;
-    init_attr.cap.max_recv_wr     = uct_hipower_iface_qp_recvs(iface);
+    init_attr.cap.max_send_wr     = dev->qp.max_send_wr;
+    init_attr.cap.max_send_sge    = dev->qp.max_send_sge;
+    init_attr.cap.max_inline_data = dev->qp.max_inline;
+    init_attr.recv_cq             = recv_cq;
+    init_attr.cap.max_recv_wr     = dev->qp.max_recv_wr;
     init_attr.cap.max_recv_sge    = 1;
 
-    qp = ibv_create_qp(md->pd, &init_attr);
+    qp = ibv_create_qp(dev->md->pd, &init_attr);
     if (qp == NULL) {
         ucs_error("hipower %s: ibv_create_qp(send queue %u, inline %zu) "
                   "failed: %m (UCX_HIPOWER_TX_QUEUE_LEN or "
                   "UCX_HIPOWER_TX_MAX_INLINE beyond what the device takes?)",
-                  iface->dev_name, iface->config.tx_queue_len + 1,
-                  iface->config.max_inline);
+                  dev->dev_name, dev->qp.max_send_wr, dev->qp.max_inline);
         return UCS_ERR_IO_ERROR;
     }
 
     memset(&qp_attr, 0, sizeof(qp_attr));
     qp_attr.qp_state        = IBV_QPS_INIT;
     qp_attr.pkey_index      = 0;
-    qp_attr.port_num        = iface->port_num;
+    qp_attr.port_num        = dev->port_num;
     /* The QP admits RDMA; each MR narrows it to what the peer needs */
     qp_attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                               IBV_ACCESS_REMOTE_ATOMIC;
@@ -62,7 +61,7 @@ ucs_status_t uct_hipower_qp_create(uct_hipower_iface_t *iface,
                                       IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (ret != 0) {
         ucs_error("hipower %s: ibv_modify_qp(qp 0x%x, INIT) failed: %s",
-                  iface->dev_name, qp->qp_num, strerror(ret));
+                  dev->dev_name, qp->qp_num, strerror(ret));
         ibv_destroy_qp(qp);
         return UCS_ERR_IO_ERROR;
     }
@@ -71,7 +70,7 @@ ucs_status_t uct_hipower_qp_create(uct_hipower_iface_t *iface,
     return UCS_OK;
 }
 
-ucs_status_t uct_hipower_qp_connect(uct_hipower_iface_t *iface,
+ucs_status_t uct_hipower_qp_connect(const uct_hipower_verbs_dev_t *dev,
                                     struct ibv_qp *qp,
                                     const uct_hipower_device_addr_t *peer,
                                     uint32_t peer_qp_num, enum ibv_mtu path_mtu)
@@ -80,10 +79,10 @@ ucs_status_t uct_hipower_qp_connect(uct_hipower_iface_t *iface,
     char gid_str[64];
     int ret;
 
-    if (peer->link_layer != iface->port_attr.link_layer) {
+    if (peer->link_layer != dev->port_attr->link_layer) {
         ucs_error("hipower %s: qp 0x%x: the peer's link layer (%u) differs "
-                  "from ours (%u)", iface->dev_name, qp->qp_num,
-                  peer->link_layer, iface->port_attr.link_layer);
+                  "from ours (%u)", dev->dev_name, qp->qp_num,
+                  peer->link_layer, dev->port_attr->link_layer);
         return UCS_ERR_UNREACHABLE;
     }
 
@@ -92,7 +91,7 @@ ucs_status_t uct_hipower_qp_connect(uct_hipower_iface_t *iface,
     qp_attr.path_mtu              = path_mtu;
     qp_attr.dest_qp_num           = peer_qp_num;
     qp_attr.rq_psn                = 0;
-    qp_attr.max_dest_rd_atomic    = iface->config.max_rd_atomic;
+    qp_attr.max_dest_rd_atomic    = dev->qp.max_rd_atomic;
     /* What a peer whose write finds none of our wake-up receives posted
      * waits before it retries: 163.84 ms (IBTA encoding 28). No honest
      * peer gets there (at most a few immediates are out per endpoint, and
@@ -100,16 +99,16 @@ ucs_status_t uct_hipower_qp_connect(uct_hipower_iface_t *iface,
      * that makes us fall behind waits in all: (RNR_RETRY_COUNT + 1) times
      * this, about 1.1 s by default, before its endpoint fails */
     qp_attr.min_rnr_timer         = 28;
-    qp_attr.ah_attr.port_num      = iface->port_num;
-    qp_attr.ah_attr.sl            = iface->config.sl;
+    qp_attr.ah_attr.port_num      = dev->port_num;
+    qp_attr.ah_attr.sl            = dev->qp.sl;
     qp_attr.ah_attr.dlid          = peer->lid;
-    if ((iface->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET) ||
-        (peer->gid.global.subnet_prefix != iface->gid.global.subnet_prefix)) {
+    if ((dev->port_attr->link_layer == IBV_LINK_LAYER_ETHERNET) ||
+        (peer->gid.global.subnet_prefix != dev->gid->global.subnet_prefix)) {
         qp_attr.ah_attr.is_global      = 1;
         qp_attr.ah_attr.grh.dgid       = peer->gid;
-        qp_attr.ah_attr.grh.sgid_index = iface->config.gid_index;
-        qp_attr.ah_attr.grh.hop_limit  = iface->config.hop_limit;
-        qp_attr.ah_attr.grh.traffic_class = iface->config.traffic_class;
+        qp_attr.ah_attr.grh.sgid_index = dev->qp.gid_index;
+        qp_attr.ah_attr.grh.hop_limit  = dev->qp.hop_limit;
+        qp_attr.ah_attr.grh.traffic_class = dev->qp.traffic_class;
     }
 
     ret = ibv_modify_qp(qp, &qp_attr, IBV_QP_STATE | IBV_QP_AV |
@@ -119,41 +118,43 @@ ucs_status_t uct_hipower_qp_connect(uct_hipower_iface_t *iface,
     if (ret != 0) {
         inet_ntop(AF_INET6, &peer->gid, gid_str, sizeof(gid_str));
         ucs_error("hipower %s: ibv_modify_qp(qp 0x%x, RTR to peer qp 0x%x gid "
-                  "%s lid %u, gid index %u) failed: %s", iface->dev_name,
+                  "%s lid %u, gid index %u) failed: %s", dev->dev_name,
                   qp->qp_num, peer_qp_num, gid_str, peer->lid,
-                  iface->config.gid_index, strerror(ret));
+                  dev->qp.gid_index, strerror(ret));
         return UCS_ERR_IO_ERROR;
     }
 
     qp_attr.qp_state      = IBV_QPS_RTS;
     qp_attr.sq_psn        = 0;
-    qp_attr.timeout       = iface->config.ack_timeout;
-    qp_attr.retry_cnt     = iface->config.retry_count;
-    qp_attr.rnr_retry     = iface->config.rnr_retry_count;
-    qp_attr.max_rd_atomic = iface->config.max_rd_atomic;
+    qp_attr.timeout       = dev->qp.ack_timeout;
+    qp_attr.retry_cnt     = dev->qp.retry_count;
+    qp_attr.rnr_retry     = dev->qp.rnr_retry_count;
+    qp_attr.max_rd_atomic = dev->qp.max_rd_atomic;
     ret = ibv_modify_qp(qp, &qp_attr, IBV_QP_STATE | IBV_QP_SQ_PSN |
                                       IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                                       IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
     if (ret != 0) {
         ucs_error("hipower %s: ibv_modify_qp(qp 0x%x, RTS) failed: %s",
-                  iface->dev_name, qp->qp_num, strerror(ret));
+                  dev->dev_name, qp->qp_num, strerror(ret));
         return UCS_ERR_IO_ERROR;
     }
 
     return UCS_OK;
 }
 
-void uct_hipower_qp_destroy(uct_hipower_iface_t *iface, struct ibv_qp *qp)
+void uct_hipower_qp_destroy(const uct_hipower_verbs_dev_t *dev,
+                            struct ibv_qp *qp)
 {
     int ret = ibv_destroy_qp(qp);
 
     if (ret != 0) {
         ucs_warn("hipower %s: ibv_destroy_qp(0x%x) failed: %s",
-                 iface->dev_name, qp->qp_num, strerror(ret));
+                 dev->dev_name, qp->qp_num, strerror(ret));
     }
 }
 
-void uct_hipower_qp_to_error(uct_hipower_iface_t *iface, struct ibv_qp *qp)
+void uct_hipower_qp_to_error(const uct_hipower_verbs_dev_t *dev,
+                             struct ibv_qp *qp)
 {
     struct ibv_qp_attr qp_attr;
     int ret;
@@ -163,7 +164,7 @@ void uct_hipower_qp_to_error(uct_hipower_iface_t *iface, struct ibv_qp *qp)
     ret = ibv_modify_qp(qp, &qp_attr, IBV_QP_STATE);
     if (ret != 0) {
         ucs_warn("hipower %s: ibv_modify_qp(qp 0x%x, ERR) failed: %s",
-                 iface->dev_name, qp->qp_num, strerror(ret));
+                 dev->dev_name, qp->qp_num, strerror(ret));
     }
 }
 
@@ -208,54 +209,54 @@ void uct_hipower_port_estimate(const struct ibv_port_attr *port_attr,
                    (mtu + header_bytes);
 }
 
-ucs_status_t uct_hipower_cq_create(uct_hipower_iface_t *iface, unsigned cqe,
+ucs_status_t uct_hipower_cq_create(const uct_hipower_verbs_dev_t *dev,
+                                   unsigned cqe,
                                    struct ibv_comp_channel *channel,
                                    const char *what, struct ibv_cq **cq_p)
 {
-    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
-
-    *cq_p = ibv_create_cq(md->ibv_context, cqe, NULL, channel, 0);
+    *cq_p = ibv_create_cq(dev->md->ibv_context, cqe, NULL, channel, 0);
     if (*cq_p == NULL) {
         ucs_error("hipower %s: ibv_create_cq(%u) for %s failed: %m",
-                  iface->dev_name, cqe, what);
+                  dev->dev_name, cqe, what);
         return UCS_ERR_IO_ERROR;
     }
     return UCS_OK;
 }
 
-void uct_hipower_cq_destroy(uct_hipower_iface_t *iface, struct ibv_cq *cq)
+void uct_hipower_cq_destroy(const uct_hipower_verbs_dev_t *dev,
+                            struct ibv_cq *cq)
 {
     int ret = ibv_destroy_cq(cq);
 
     if (ret != 0) {
-        ucs_warn("hipower %s: ibv_destroy_cq() failed: %s", iface->dev_name,
+        ucs_warn("hipower %s: ibv_destroy_cq() failed: %s", dev->dev_name,
                  strerror(ret));
     }
 }
 
-ucs_status_t uct_hipower_cq_arm(uct_hipower_iface_t *iface, struct ibv_cq *cq)
+ucs_status_t uct_hipower_cq_arm(const uct_hipower_verbs_dev_t *dev,
+                                struct ibv_cq *cq)
 {
     int ret = ibv_req_notify_cq(cq, 0);
 
     if (ret != 0) {
         ucs_error("hipower %s: ibv_req_notify_cq() failed: %s",
-                  iface->dev_name, strerror(ret));
+                  dev->dev_name, strerror(ret));
         return UCS_ERR_IO_ERROR;
     }
     return UCS_OK;
 }
 
-ucs_status_t uct_hipower_channel_create(uct_hipower_iface_t *iface,
+ucs_status_t uct_hipower_channel_create(const uct_hipower_verbs_dev_t *dev,
                                         struct ibv_comp_channel **channel_p)
 {
-    uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
     struct ibv_comp_channel *channel;
     ucs_status_t status;
 
-    channel = ibv_create_comp_channel(md->ibv_context);
+    channel = ibv_create_comp_channel(dev->md->ibv_context);
     if (channel == NULL) {
         ucs_error("hipower %s: ibv_create_comp_channel() failed: %m",
-                  iface->dev_name);
+                  dev->dev_name);
         return UCS_ERR_IO_ERROR;
     }
 
@@ -275,7 +276,7 @@ void uct_hipower_channel_destroy(struct ibv_comp_channel *channel)
     ibv_destroy_comp_channel(channel);
 }
 
-ucs_status_t uct_hipower_channel_drain(uct_hipower_iface_t *iface,
+ucs_status_t uct_hipower_channel_drain(const uct_hipower_verbs_dev_t *dev,
                                        struct ibv_comp_channel *channel)
 {
     void *cq_context;
@@ -288,7 +289,7 @@ ucs_status_t uct_hipower_channel_drain(uct_hipower_iface_t *iface,
 
     if (errno != EAGAIN) {
         ucs_error("hipower %s: ibv_get_cq_event() failed: %m",
-                  iface->dev_name);
+                  dev->dev_name);
         return UCS_ERR_IO_ERROR;
     }
     return UCS_OK;
@@ -320,109 +321,127 @@ unsigned uct_hipower_channel_take(struct ibv_comp_channel *channel,
     return count;
 }
 
-static void uct_hipower_cq_stash_lock(uct_hipower_iface_t *iface)
+void uct_hipower_cq_stash_init(uct_hipower_verbs_dev_t *dev)
 {
-    while (__atomic_exchange_n(&iface->tx.stash_lock, 1, __ATOMIC_ACQUIRE)) {
+    dev->stash.wcs   = NULL;
+    dev->stash.count = 0;
+    dev->stash.size  = 0;
+    dev->stash.lock  = 0;
+}
+
+void uct_hipower_cq_stash_cleanup(uct_hipower_verbs_dev_t *dev)
+{
+    ucs_free(dev->stash.wcs);
+    dev->stash.wcs = NULL;
+}
+
+static void uct_hipower_cq_stash_lock(uct_hipower_cq_stash_t *stash)
+{
+    while (__atomic_exchange_n(&stash->lock, 1, __ATOMIC_ACQUIRE)) {
         sched_yield();
     }
 }
 
-static void uct_hipower_cq_stash_unlock(uct_hipower_iface_t *iface)
+static void uct_hipower_cq_stash_unlock(uct_hipower_cq_stash_t *stash)
 {
-    __atomic_store_n(&iface->tx.stash_lock, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&stash->lock, 0, __ATOMIC_RELEASE);
 }
 
-ucs_status_t uct_hipower_cq_stash_wc(uct_hipower_iface_t *iface,
+ucs_status_t uct_hipower_cq_stash_wc(uct_hipower_verbs_dev_t *dev,
                                      const struct ibv_wc *wc)
 {
+    uct_hipower_cq_stash_t *stash = &dev->stash;
     struct ibv_wc *wcs;
     unsigned size;
 
-    uct_hipower_cq_stash_lock(iface);
-    if (iface->tx.stash.count == iface->tx.stash.size) {
-        size = ucs_max(16, 2 * iface->tx.stash.size);
-        wcs  = ucs_realloc(iface->tx.stash.wcs, size * sizeof(*wcs),
+    uct_hipower_cq_stash_lock(stash);
+    if (stash->count == stash->size) {
+        size = ucs_max(16, 2 * stash->size);
+        wcs  = ucs_realloc(stash->wcs, size * sizeof(*wcs),
                            "hipower stashed completions");
         if (wcs == NULL) {
-            uct_hipower_cq_stash_unlock(iface);
+            uct_hipower_cq_stash_unlock(stash);
             ucs_error("hipower %s: no memory to set %u completions aside",
-                      iface->dev_name, size);
+                      dev->dev_name, size);
             return UCS_ERR_NO_MEMORY;
         }
-        iface->tx.stash.wcs  = wcs;
-        iface->tx.stash.size = size;
+        stash->wcs  = wcs;
+        stash->size = size;
     }
-    iface->tx.stash.wcs[iface->tx.stash.count++] = *wc;
-    uct_hipower_cq_stash_unlock(iface);
+    stash->wcs[stash->count++] = *wc;
+    uct_hipower_cq_stash_unlock(stash);
     return UCS_OK;
 }
 
-unsigned uct_hipower_cq_stash_poll(uct_hipower_iface_t *iface, int drain)
+unsigned uct_hipower_cq_stash_poll(uct_hipower_verbs_dev_t *dev,
+                                   struct ibv_cq *cq, int drain)
 {
     struct ibv_wc wc[16];
     unsigned count = 0;
     int i, num_wcs;
 
     do {
-        num_wcs = ibv_poll_cq(iface->cq, ucs_static_array_size(wc), wc);
+        num_wcs = ibv_poll_cq(cq, ucs_static_array_size(wc), wc);
         for (i = 0; i < num_wcs; ++i) {
-            if (uct_hipower_cq_stash_wc(iface, &wc[i]) != UCS_OK) {
+            if (uct_hipower_cq_stash_wc(dev, &wc[i]) != UCS_OK) {
                 /* Reported; lost completions fail their endpoints */
-                iface->stats.tx_completions += i;
                 return count + i;
             }
         }
         if (num_wcs > 0) {
-            iface->stats.tx_completions += num_wcs;
-            count                       += num_wcs;
+            count += num_wcs;
         }
     } while (drain && (num_wcs == (int)ucs_static_array_size(wc)));
     return count;
 }
 
-unsigned uct_hipower_cq_stash_take(uct_hipower_iface_t *iface,
+unsigned uct_hipower_cq_stash_take(uct_hipower_verbs_dev_t *dev,
                                    struct ibv_wc **wcs_p, unsigned *size_p)
 {
+    uct_hipower_cq_stash_t *stash = &dev->stash;
     unsigned count;
 
-    uct_hipower_cq_stash_lock(iface);
-    *wcs_p                = iface->tx.stash.wcs;
-    *size_p               = iface->tx.stash.size;
-    count                 = iface->tx.stash.count;
-    iface->tx.stash.wcs   = NULL;
-    iface->tx.stash.size  = 0;
-    iface->tx.stash.count = 0;
-    uct_hipower_cq_stash_unlock(iface);
+    uct_hipower_cq_stash_lock(stash);
+    *wcs_p       = stash->wcs;
+    *size_p      = stash->size;
+    count        = stash->count;
+    stash->wcs   = NULL;
+    stash->size  = 0;
+    stash->count = 0;
+    uct_hipower_cq_stash_unlock(stash);
     return count;
 }
 
-void uct_hipower_cq_stash_return(uct_hipower_iface_t *iface,
+void uct_hipower_cq_stash_return(uct_hipower_verbs_dev_t *dev,
                                  struct ibv_wc *wcs, unsigned size)
 {
-    uct_hipower_cq_stash_lock(iface);
-    if (iface->tx.stash.wcs == NULL) {
-        iface->tx.stash.wcs  = wcs;  /* Kept for the next time */
-        iface->tx.stash.size = size;
-        wcs                  = NULL;
+    uct_hipower_cq_stash_t *stash = &dev->stash;
+
+    uct_hipower_cq_stash_lock(stash);
+    if (stash->wcs == NULL) {
+        stash->wcs  = wcs;  /* Kept for the next time */
+        stash->size = size;
+        wcs         = NULL;
     }
-    uct_hipower_cq_stash_unlock(iface);
+    uct_hipower_cq_stash_unlock(stash);
     ucs_free(wcs);
 }
 
-unsigned uct_hipower_cq_stash_reap(uct_hipower_iface_t *iface,
-                                   uct_hipower_cq_reap_cb_t cb)
+unsigned uct_hipower_cq_stash_reap(uct_hipower_verbs_dev_t *dev,
+                                   uct_hipower_cq_reap_cb_t cb, void *arg)
 {
+    uct_hipower_cq_stash_t *stash = &dev->stash;
     struct ibv_wc *wcs;
     unsigned i, count;
 
-    uct_hipower_cq_stash_lock(iface);
-    wcs   = iface->tx.stash.wcs;
-    count = iface->tx.stash.count;
-    for (i = 0; (i < count) && cb(iface, &wcs[i]); ++i) {
+    uct_hipower_cq_stash_lock(stash);
+    wcs   = stash->wcs;
+    count = stash->count;
+    for (i = 0; (i < count) && cb(arg, &wcs[i]); ++i) {
     }
     /* The rest, in their order, for the next poll */
     memmove(wcs, wcs + i, (count - i) * sizeof(*wcs));
-    iface->tx.stash.count = count - i;
-    uct_hipower_cq_stash_unlock(iface);
+    stash->count = count - i;
+    uct_hipower_cq_stash_unlock(stash);
     return i;
 }

@@ -1,0 +1,95 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifndef UCT_HIPOWER_CM_DEF_H_
+#define UCT_HIPOWER_CM_DEF_H_
+
+#include "hipower_handshake.h"
+#include "hipower_timer.h"
+
+#include <ucs/datastruct/conn_match.h>
+#include <ucs/datastruct/list.h>
+#include <ucs/time/time_def.h>
+
+/*
+ * The connection manager's data (hipower_cm.c writes it): an endpoint's
+ * part and the interface's part, here without the functions so that the
+ * endpoint and interface structs below hipower_cm.c can hold them.
+ */
+
+typedef enum {
+    UCT_HIPOWER_CM_NONE = 0,    /* Connected by uct_ep_connect_to_ep() */
+    UCT_HIPOWER_CM_IDLE,        /* From an interface address, unused yet */
+    UCT_HIPOWER_CM_CONNECTING,  /* Our REQ out, or waiting to go out */
+    UCT_HIPOWER_CM_AWAIT_PEER,  /* Told CROSSED: the peer's REQ is coming */
+    UCT_HIPOWER_CM_CONNECTED,
+    UCT_HIPOWER_CM_FAILED
+} uct_hipower_cm_state_t;
+
+typedef struct uct_hipower_cm_conn uct_hipower_cm_conn_t;
+
+/* Which list an endpoint's cm.list is in */
+enum {
+    UCT_HIPOWER_CM_LISTED_NONE = 0,
+    UCT_HIPOWER_CM_LISTED_WAITING,   /* Queued to connect */
+    UCT_HIPOWER_CM_LISTED_DOOMED     /* Internal, to be destroyed */
+};
+
+/* An endpoint's part */
+typedef struct uct_hipower_ep_cm {
+    ucs_conn_match_elem_t        elem;       /* In the interface's matching */
+    uint64_t                     peer_uuid;  /* Its matching key */
+    uint64_t                     conn_sn;
+    hipower_hs_iface_addr_t      peer;       /* Where its REQ goes */
+    uint8_t                      state;      /* uct_hipower_cm_state_t */
+    uint8_t                      internal;   /* Made for a peer's REQ, not
+                                                given to the user (yet) */
+    uint8_t                      matched;    /* In the matching, queue: */
+    uint8_t                      queue;      /* ucs_conn_match_queue_type_t */
+    uint8_t                      listed;     /* In cm.waiting or cm.doomed */
+    uint8_t                      destroying; /* In uct_ep_destroy() */
+    uint8_t                      attempts;   /* Connections its handshake
+                                                made (uct_hipower_cm_retry()) */
+    ucs_time_t                   deadline;   /* Of its first connection */
+    uct_hipower_cm_conn_t        *conn;      /* Its handshake, if any */
+    ucs_list_link_t              list;       /* Waiting to connect, or doomed */
+} uct_hipower_ep_cm_t;
+
+/* The interface's part */
+typedef struct uct_hipower_cm {
+    int                          enabled;
+    int                          listen_fd;
+    int                          event_fd;   /* Handlers' news for a sleeper */
+    int                          io_epfd;    /* Listener and handshake
+                                                sockets, polled by progress
+                                                while handshakes run */
+    hipower_hs_iface_addr_t      addr;       /* Our interface address */
+    char                         addr_str[64];
+    ucs_conn_match_ctx_t         match;      /* (peer id, conn_sn) -> ep */
+    ucs_list_link_t              conns;      /* Handshakes under way */
+    ucs_list_link_t              ready;      /* Finished, for progress */
+    unsigned                     num_ready;
+    unsigned                     num_active; /* Our REQs out, not acked */
+    unsigned                     num_passive; /* Peers' REQs being read */
+    unsigned                     num_held;   /* Peers' REQs read, acked,
+                                                waiting for progress */
+    unsigned                     max_conns;  /* Active and passive ones
+                                                in their short phase, each */
+    unsigned                     max_held;   /* Held REQs, at most */
+    unsigned                     max_internal; /* Internal endpoints, at most */
+    int                          in_poll;    /* uct_hipower_cm_poll() runs:
+                                                conns are freed by progress */
+    int                          listen_paused; /* max_conns being read,
+                                                none old enough to close */
+    ucs_list_link_t              waiting;    /* Endpoints queued to connect */
+    ucs_list_link_t              doomed;     /* Internal eps to destroy */
+    unsigned                     num_internal;
+    int                          probe_due;  /* Timer to progress: probe
+                                                the internal endpoints */
+    ucs_time_t                   next_probe; /* When; 0: none planned */
+    uct_hipower_timer_t          timer;      /* Deadlines and probes */
+    ucs_time_t                   timeout;    /* UCX_HIPOWER_CONNECT_TIMEOUT */
+    ucs_time_t                   last_warn;  /* Refused-request log limit */
+} uct_hipower_cm_t;
+
+#endif
