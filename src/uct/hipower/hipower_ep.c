@@ -66,100 +66,6 @@ typedef struct uct_hipower_qp_gc {
 
 static void uct_hipower_ep_check_peer_state(uct_hipower_ep_t *ep);
 
-/* Under the worker's async lock: UCP's wire-up may destroy another
- * endpoint in UCX's async thread meanwhile, which unlists it from the same
- * list (see uct_hipower_iface_progress()) */
-void uct_hipower_ep_add_pending_list(uct_hipower_ep_t *ep)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_PENDING_LISTED)) {
-        UCS_ASYNC_BLOCK(iface->super.worker->async);
-        ucs_list_add_tail(&iface->pending_eps, &ep->pending_list);
-        ep->flags |= UCT_HIPOWER_EP_FLAG_PENDING_LISTED;
-        UCS_ASYNC_UNBLOCK(iface->super.worker->async);
-    }
-}
-
-static void uct_hipower_ep_del_pending_list(uct_hipower_ep_t *ep)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_PENDING_LISTED) {
-        UCS_ASYNC_BLOCK(iface->super.worker->async);
-        ucs_list_del(&ep->pending_list);
-        ep->flags &= ~UCT_HIPOWER_EP_FLAG_PENDING_LISTED;
-        UCS_ASYNC_UNBLOCK(iface->super.worker->async);
-    }
-}
-
-ucs_status_t uct_hipower_ep_post_failed(uct_hipower_ep_t *ep, unsigned nwr,
-                                        unsigned posted, int ret)
-{
-    ucs_error(UCT_HIPOWER_EP_FMT ": ibv_post_send() of %u work requests "
-              "failed at number %u: %s", UCT_HIPOWER_EP_ARG(ep), nwr,
-              posted + 1, strerror(ret));
-    if (posted > 0) {
-        /* Part of it is on the wire and cannot be taken back: the
-         * endpoint can no longer keep its promises */
-        uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
-    }
-    return UCS_ERR_IO_ERROR;
-}
-
-ucs_status_t uct_hipower_ep_post_nop(uct_hipower_ep_t *ep, int *cq_credits,
-                                     uct_hipower_tx_op_t *op)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    struct ibv_send_wr wr;
-    unsigned posted;
-    int ret;
-
-    wr.opcode              = IBV_WR_RDMA_WRITE;
-    wr.send_flags          = 0;
-    wr.sg_list             = NULL;
-    wr.num_sge             = 0;
-    wr.wr.rdma.remote_addr = ep->peer.slots_addr;
-    wr.wr.rdma.rkey        = ep->peer.slots_rkey;
-    posted = uct_hipower_txqp_post(iface, &ep->txqp, &wr, &wr, 1, 1,
-                                   cq_credits, &ret);
-    if (posted != 1) {
-        ucs_error(UCT_HIPOWER_EP_FMT ": ibv_post_send(no-op) failed: %s",
-                  UCT_HIPOWER_EP_ARG(ep), strerror(ret));
-        return UCS_ERR_IO_ERROR;
-    }
-
-    if (op != NULL) {
-        op->sn        = ep->txqp.txq.sn - 1;
-        op->msg_count = ep->tx.msgs;
-        ucs_queue_push(&ep->txqp.outstanding, &op->queue);
-    }
-    iface->stats.rdma_writes++;
-    return UCS_OK;
-}
-
-void uct_hipower_ep_unlist_trailing(uct_hipower_ep_t *ep)
-{
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_TRAILING) {
-        ucs_list_del(&ep->trailing_list);
-        ep->flags &= ~UCT_HIPOWER_EP_FLAG_TRAILING;
-    }
-}
-
-ssize_t uct_hipower_ep_bcopy_too_long(uct_hipower_ep_t *ep, const char *op,
-                                      size_t length, size_t max)
-{
-    if (length > max + UCT_HIPOWER_BCOPY_SLACK) {
-        ucs_fatal(UCT_HIPOWER_EP_FMT ": %s packed %zu bytes into a buffer of "
-                  "%zu: memory past it is overwritten", UCT_HIPOWER_EP_ARG(ep),
-                  op, length, max + UCT_HIPOWER_BCOPY_SLACK);
-    }
-
-    ucs_error(UCT_HIPOWER_EP_FMT ": %s: invalid length %zu (the limit is %zu)",
-              UCT_HIPOWER_EP_ARG(ep), op, length, max);
-    return UCS_ERR_INVALID_PARAM;
-}
-
 /* Releases what an operation record held, and the record */
 static void uct_hipower_op_release(uct_hipower_tx_op_t *op)
 {
@@ -554,7 +460,7 @@ void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep)
          * goes to it: a request of the user's must be out to fail and say
          * so (the probe of uct_ep_check(), if none is), or a sender waiting
          * for a slot would wait forever */
-        uct_hipower_ep_check(&ep->super.super, 0, NULL);
+        uct_hipower_ep_probe(ep);
         return;
     }
 
@@ -1073,59 +979,6 @@ static ucs_status_t uct_hipower_ep_open_windows(uct_hipower_ep_t *ep)
                                            uct_hipower_iface_qp_recvs(iface));
 }
 
-/*
- * Said before our first request into the peer's windows: a zero-length
- * write with immediate (it needs no rkey). It takes one of the peer's
- * receives, which the peer posts only once its windows are bound
- * (uct_hipower_ep_open_windows()): until then the peer's device answers
- * "receiver not ready" and ours sends it again, and everything behind it
- * on the QP waits. Its immediate is the first-contact wake-up, as a write
- * that wakes the peer carries (uct_hipower_ep_wakeup_check()). Not sent
- * at connect: a peer that connects later than our retries last would fail
- * an endpoint that sent nothing; it goes with the first operation, like
- * that operation would. With the CQ credits the endpoint brought.
- */
-ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    struct ibv_send_wr wr;
-    unsigned posted;
-    int ret;
-
-    if ((ep->flags & (UCT_HIPOWER_EP_FLAG_QP_UP |
-                      UCT_HIPOWER_EP_FLAG_CONNECTED |
-                      UCT_HIPOWER_EP_FLAG_FAILED)) !=
-        UCT_HIPOWER_EP_FLAG_QP_UP) {
-        if (ucs_unlikely(ep->cm.state == UCT_HIPOWER_CM_IDLE)) {
-            /* Made from the peer's interface address and used for the
-             * first time: its handshake starts (hipower_cm.c) */
-            uct_hipower_cm_ep_start(ep);
-        }
-        return (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ? UCS_OK :
-               UCS_ERR_NO_RESOURCE;
-    }
-
-    uct_hipower_ep_wake_wr(&wr, *(volatile uint64_t*)
-                                &ep->ctrl->peer_sleep_gen);
-    posted      = uct_hipower_txqp_post(iface, &ep->txqp, &wr, &wr, 1, 0,
-                                        &ep->tx.connect_credits, &ret);
-    uct_hipower_ep_note_trailing(iface, ep);
-    /* What the opening did not take goes back to the interface */
-    hipower_credits_add(&iface->tx.cq_credits, ep->tx.connect_credits);
-    ep->tx.connect_credits  = 0;
-    if (posted != 1) {
-        ucs_error(UCT_HIPOWER_EP_FMT ": ibv_post_send(hello) failed: %s",
-                  UCT_HIPOWER_EP_ARG(ep), strerror(ret));
-        uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
-        return UCS_ERR_IO_ERROR;
-    }
-
-    ep->flags    |= UCT_HIPOWER_EP_FLAG_CONNECTED;
-    ep->tx.hello_sn = ep->txqp.txq.sn - 1;
-    iface->stats.rdma_writes++;
-    return UCS_OK;
-}
-
 ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
                                           const uct_device_addr_t *dev_addr,
                                           const uct_ep_addr_t *addr)
@@ -1467,6 +1320,18 @@ static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
     return UCS_OK;
 }
 
+/* What the units below this one call back up (hipower_post.h) */
+static ucs_status_t uct_hipower_ep_check_hook(uct_hipower_ep_t *ep)
+{
+    return uct_hipower_ep_check(&ep->super.super, 0, NULL);
+}
+
+static const uct_hipower_ep_hooks_t uct_hipower_ep_hooks = {
+    .failed  = uct_hipower_ep_set_failed,
+    .connect = uct_hipower_cm_ep_start,
+    .check   = uct_hipower_ep_check_hook
+};
+
 static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
 {
     uct_hipower_iface_t *iface = ucs_derived_of(params->iface,
@@ -1478,6 +1343,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
 
+    self->hooks               = &uct_hipower_ep_hooks;
     self->flags               = 0;
     self->err_due             = UCS_OK;
     memset(&self->cm, 0, sizeof(self->cm));

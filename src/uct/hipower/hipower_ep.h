@@ -5,6 +5,8 @@
 #define UCT_HIPOWER_EP_H_
 
 #include "hipower_ep_def.h"
+#include "hipower_post.h"
+#include "hipower_ep_rx.h"
 #include "hipower_iface.h"
 #include "hipower_window.h"
 #include "hipower_txq.h"
@@ -79,11 +81,6 @@ ucs_status_t uct_hipower_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                       size_t iovcnt, uint64_t remote_addr,
                                       uct_rkey_t rkey, uct_completion_t *comp);
 
-/* What an RC QP's atomics can do: 64-bit add, fetch-add, compare-swap */
-#define UCT_HIPOWER_ATOMIC64_OPS   UCS_BIT(UCT_ATOMIC_OP_ADD)
-#define UCT_HIPOWER_ATOMIC64_FOPS  (UCS_BIT(UCT_ATOMIC_OP_ADD) | \
-                                    UCS_BIT(UCT_ATOMIC_OP_CSWAP))
-
 ucs_status_t uct_hipower_ep_atomic64_post(uct_ep_h tl_ep, unsigned opcode,
                                           uint64_t value, uint64_t remote_addr,
                                           uct_rkey_t rkey);
@@ -113,195 +110,7 @@ ucs_status_t uct_hipower_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 void uct_hipower_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
                                   void *arg);
 
-/*
- * Posts a chain on @a txqp's QP with a credit per request from
- * *@a cq_credits. Returns how many requests went out (all of them, or the
- * ones before bad_wr) and sets *@a ret_p to ibv_post_send()'s result.
- */
-static UCS_F_ALWAYS_INLINE unsigned
-uct_hipower_txqp_post(uct_hipower_iface_t *iface, uct_hipower_txqp_t *txqp,
-                      struct ibv_send_wr *first, struct ibv_send_wr *last,
-                      unsigned nwr, int signal, int *cq_credits,
-                      int *ret_p)
-{
-    struct ibv_send_wr *bad_wr = NULL, *wr;
-    unsigned index, posted;
-    uint64_t sn;
-    int ret;
-
-    sn = txqp->txq.sn;
-    for (wr = first; wr != last; wr = wr->next) {
-        wr->wr_id = sn++;
-    }
-    last->wr_id = sn;
-    last->next  = NULL;
-    if (signal) {
-        last->send_flags |= IBV_SEND_SIGNALED;
-    }
-
-    ret    = ibv_post_send(txqp->qp, first, &bad_wr);
-    iface->stats.doorbells++;
-    index  = nwr;
-    if (ucs_unlikely(ret != 0)) {
-        for (index = 0, wr = first; (wr != NULL) && (wr != bad_wr);
-             wr = wr->next) {
-            ++index;
-        }
-    }
-    posted = hipower_txq_chain_posted(nwr, ret != 0, index);
-    hipower_txq_posted(&txqp->txq, nwr, posted, signal, cq_credits);
-    *ret_p = ret;
-    return posted;
-}
-
-/*
- * After a post on the endpoint's QP: one whose last requests went
- * unsignaled holds CQ credits that only a later signaled request returns,
- * so it joins the list the credit recall walks (once; the recall drops it).
- * The recall then looks at these endpoints, not at every endpoint of the
- * interface (review P3).
- */
-static UCS_F_ALWAYS_INLINE void
-uct_hipower_ep_note_trailing(uct_hipower_iface_t *iface, uct_hipower_ep_t *ep)
-{
-    if ((ep->txqp.txq.unsignaled > 0) &&
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_TRAILING)) {
-        ucs_list_add_tail(&iface->tx.trailing_eps, &ep->trailing_list);
-        ep->flags |= UCT_HIPOWER_EP_FLAG_TRAILING;
-    }
-}
-
-/* Takes the endpoint off the recall's list */
-void uct_hipower_ep_unlist_trailing(uct_hipower_ep_t *ep);
-
-/* Reports a post that failed part-way and fails the endpoint if any of
- * it went out; UCS_ERR_IO_ERROR */
-ucs_status_t uct_hipower_ep_post_failed(uct_hipower_ep_t *ep, unsigned nwr,
-                                        unsigned posted, int ret);
-
-/*
- * Posts a chain of @a nwr work requests (send flags set by the caller),
- * with a completion-queue credit for each. The last one is signaled when
- * due (hipower_txq_signal()) or forced. @a op, if any, is retired with the
- * chain: it holds the bcopy buffer or the user completion. A chain that
- * fails part-way is accounted for what went out and fails the endpoint
- * (nothing of it can be taken back); UCS_ERR_IO_ERROR then.
- */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_hipower_ep_post(uct_hipower_ep_t *ep, struct ibv_send_wr *first,
-                    struct ibv_send_wr *last, unsigned nwr, int force_signal,
-                    uct_hipower_tx_op_t *op)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    unsigned posted;
-    int signal, ret;
-
-    signal = force_signal ||
-             hipower_txq_signal(&ep->txqp.txq, nwr,
-                                iface->config.signal_interval,
-                                iface->tx.cq_credits,
-                                iface->config.signal_interval +
-                                UCT_HIPOWER_CQ_RECALL_RESERVE);
-
-    if (ucs_unlikely(ep->fence_beat != iface->tx.fence_beat)) {
-        /* An iface or ep fence since our last request: this one waits
-         * until the READs and atomics before it have completed */
-        first->send_flags |= IBV_SEND_FENCE;
-        ep->fence_beat     = iface->tx.fence_beat;
-        iface->stats.fenced_wrs++;
-    }
-
-    posted = uct_hipower_txqp_post(iface, &ep->txqp, first, last, nwr, signal,
-                                   &iface->tx.cq_credits, &ret);
-    uct_hipower_ep_note_trailing(iface, ep);
-    if (ucs_likely(posted == nwr)) {
-        if (op != NULL) {
-            op->sn        = ep->txqp.txq.sn - 1;
-            op->msg_count = ep->tx.msgs;
-            ucs_queue_push(&ep->txqp.outstanding, &op->queue);
-        }
-        return UCS_OK;
-    }
-
-    return uct_hipower_ep_post_failed(ep, nwr, posted, ret);
-}
-
-/*
- * Room for @a nwr more work requests of a user operation on the endpoint
- * (send queue and completion queue). The one check every operation kind
- * uses, with its own counter for the statistics.
- */
-static UCS_F_ALWAYS_INLINE int
-uct_hipower_ep_has_room(uct_hipower_ep_t *ep, unsigned nwr)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-
-    if (ucs_likely(hipower_txq_can_post(&ep->txqp.txq, nwr,
-                                        iface->tx.cq_credits,
-                                        UCT_HIPOWER_CQ_RECALL_RESERVE))) {
-        return 1;
-    }
-
-    if (iface->tx.cq_credits < (int)nwr + UCT_HIPOWER_CQ_RECALL_RESERVE) {
-        /* Progress recalls credits held by unsignaled requests */
-        iface->tx.starved = 1;
-    }
-    return 0;
-}
-
-/* Work requests per active message, at most: the frame (data and trailer);
- * the trailer on its own when the peer's alignment leaves a gap before
- * it; in push mode the bitmap word that announces it */
-static UCS_F_ALWAYS_INLINE unsigned
-uct_hipower_ep_msg_wrs(uct_hipower_ep_t *ep)
-{
-    return ep->tx.msg_wrs;
-}
-
-/* An operation record (with its buffer) from the interface's send pool */
-static UCS_F_ALWAYS_INLINE uct_hipower_tx_op_t *
-uct_hipower_ep_op_get(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
-                      uct_completion_t *comp)
-{
-    uct_hipower_tx_op_t *op;
-
-    op = ucs_mpool_get_inline(&uct_hipower_ep_iface(ep)->tx_mp);
-    if (ucs_likely(op != NULL)) {
-        op->type = type;
-        op->comp = comp;
-    }
-    return op;
-}
-
-/* Before the first write into the peer's windows: UCS_OK once said
- * (hipower_ep.c) */
-ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep);
-
-/*
- * Whether a user operation may go out now, resources aside: the endpoint
- * has not failed, is connected, and no pending request is ahead of it
- * (pending requests go first, so that operations keep their order). The
- * first one says hello to the peer first (uct_hipower_ep_hello()).
- */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_hipower_ep_user_check(uct_hipower_ep_t *ep)
-{
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
-        return UCS_ERR_ENDPOINT_TIMEOUT;
-    }
-
-    if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) &&
-                     (uct_hipower_ep_hello(ep) != UCS_OK))) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    if (ucs_unlikely(!ucs_queue_is_empty(&ep->pending_q) &&
-                     !(ep->flags & UCT_HIPOWER_EP_FLAG_DISPATCHING))) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    return UCS_OK;
-}
+/* Posting, room, descriptors and work-request builders: hipower_post.h */
 
 /* Sender: the receiver granted a new run, the next message goes there
  * (hipower_ep_grant.c) */
@@ -449,25 +258,6 @@ ucs_status_t uct_hipower_ep_send_frame(uct_hipower_ep_t *ep, void *data,
 
 /* Bundles (hipower_ep_bundle.c) */
 
-/* Whether a message of @a length goes into the bundle (opened for it if
- * none is): the first one of a bundle may be as large as any message,
- * since a bundle of one goes as a frame of its own; later ones must keep
- * the frame within a slot */
-static UCS_F_ALWAYS_INLINE int
-uct_hipower_ep_bundle_fits(uct_hipower_ep_t *ep, uint32_t length)
-{
-    size_t max_payload = uct_hipower_ep_iface(ep)->config.max_payload;
-
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
-        return length <= max_payload;
-    }
-    /* A bundle that fills a slot ends with its batch footer */
-    return (uint64_t)ep->tx.bundle.frame.length +
-           hipower_bundle_record_size(length) +
-           ((ep->flags & UCT_HIPOWER_EP_FLAG_FILL) ?
-            HIPOWER_FILL_FOOTER_SIZE : 0) <= max_payload;
-}
-
 /* The frame kinds of a filled slot (hipower_ep_am.c's send_msg) */
 #define UCT_HIPOWER_FILL_FIRST   2
 #define UCT_HIPOWER_FILL_APPEND  1
@@ -487,58 +277,6 @@ ucs_status_t uct_hipower_ep_send_fill_first(uct_hipower_ep_t *ep, void *data,
  * the room for three work requests */
 ucs_status_t uct_hipower_ep_send_batch(uct_hipower_ep_t *ep, void *data,
                                        uint32_t size, uct_hipower_tx_op_t *op);
-
-/* The ack word bits of a frame that takes a slot now: the final count of
- * batches of the peer's slot our bundles fill, if it is open (no slot was
- * taken since it, and the run is the same), for the receiver, which takes
- * it from this frame (hipower_slot_ack_fill_final()); 0 otherwise */
-static UCS_F_ALWAYS_INLINE uint64_t
-uct_hipower_ep_fill_final_bits(const uct_hipower_ep_t *ep)
-{
-    return ((ep->tx.fill.length != 0) &&
-            (ep->tx.ring.head == ep->tx.fill.seq + 1)) ?
-           hipower_slot_ack_fill_final(ep->tx.fill.count) : 0;
-}
-
-/* Whether the peer's slot our bundles fill takes a batch of @a size: no
- * slot was taken since it was (a take moves ring.head; a switch to a new
- * run clears the length), it has room, and its trailer can count one
- * batch more */
-static UCS_F_ALWAYS_INLINE int
-uct_hipower_ep_fill_takes(const uct_hipower_ep_t *ep, uint32_t size)
-{
-    return (ep->tx.fill.length != 0) &&
-           (ep->tx.ring.head == ep->tx.fill.seq + 1) &&
-           (ep->tx.fill.count < HIPOWER_FILL_MAX_BATCHES) &&
-           hipower_fill_fits(ep->tx.fill.length, size,
-                             uct_hipower_ep_iface((uct_hipower_ep_t*)ep)->
-                                     config.max_payload);
-}
-
-/*
- * Whether a message goes into the slot our bundles fill, as a batch of its
- * own, instead of a frame in a slot of its own: with the bundle window on
- * (UCX_HIPOWER_BUNDLE_WINDOW) and that slot still open. Such a message is
- * posted at once as it would have been, never held (the caller posts the
- * bundle it opens for it: uct_hipower_ep_bundle_send() then takes the slot
- * only if the message does not fit), as two writes instead of one (the
- * batch and the trailer's new count), and the slot stays open for the
- * bundles that follow; before, each took a slot (8 KB) for itself and
- * closed the filled one (bundle_fill_stream on the simulated device: 1,446
- * slots for 100,000 messages, now 628; on the rig's am_bw such messages
- * are rarer: 19.2 -> 17.5 B of slot per 8 B message). Without the window a
- * filled slot is rare and short-lived, and such a message keeps its one
- * packet. The first test is the only one the fast path pays with filled
- * slots off.
- */
-static UCS_F_ALWAYS_INLINE int
-uct_hipower_ep_fill_open(const uct_hipower_ep_t *ep)
-{
-    return (ep->tx.fill.length != 0) &&
-           (ep->tx.ring.head == ep->tx.fill.seq + 1) &&
-           (uct_hipower_ep_iface((uct_hipower_ep_t*)ep)->config.bundle_window
-            != 0);
-}
 
 /* Posts the open bundle if a slot and room are there, and with
  * @a windowed, the bundle window is open (uct_hipower_ep_tx_am_room()):
@@ -582,56 +320,6 @@ uct_hipower_ep_bundle_first(uct_hipower_ep_t *ep)
     return uct_hipower_ep_bundle_post(ep, 0);
 }
 
-/*
- * A bcopy packer returned more than the operation takes. Send buffers have
- * UCT_HIPOWER_BCOPY_SLACK bytes beyond the limit, so one that wrote that
- * little too much has hurt nothing: the operation fails, with UCX's wording
- * ("length"). One that wrote more has already overrun the buffer.
- */
-ssize_t uct_hipower_ep_bcopy_too_long(uct_hipower_ep_t *ep, const char *op,
-                                      size_t length, size_t max);
-
-/*
- * One 64-bit word written inline into the peer's control region (its state
- * word, its sleep generation): the value is copied when posted, so
- * @a value may be on the stack.
- */
-static UCS_F_ALWAYS_INLINE void
-uct_hipower_ep_word_wr(uct_hipower_ep_t *ep, struct ibv_send_wr *wr,
-                       struct ibv_sge *sge, const uint64_t *value,
-                       uint64_t remote_addr)
-{
-    sge->addr               = (uintptr_t)value;
-    sge->length             = sizeof(*value);
-    sge->lkey               = 0;
-    wr->opcode              = IBV_WR_RDMA_WRITE;
-    wr->send_flags          = IBV_SEND_INLINE;
-    wr->sg_list             = sge;
-    wr->num_sge             = 1;
-    wr->wr.rdma.remote_addr = remote_addr;
-    wr->wr.rdma.rkey        = ep->peer.ctrl_write_rkey;
-}
-
-/* The user's iov as scatter/gather entries; zero-length entries dropped */
-static UCS_F_ALWAYS_INLINE int
-uct_hipower_ep_iov_sge(const uct_iov_t *iov, size_t iovcnt,
-                       struct ibv_sge *sge)
-{
-    int num_sge = 0;
-    size_t i;
-
-    for (i = 0; i < iovcnt; ++i) {
-        if (uct_iov_get_length(&iov[i]) == 0) {
-            continue;
-        }
-        sge[num_sge].addr   = (uintptr_t)iov[i].buffer;
-        sge[num_sge].length = uct_iov_get_length(&iov[i]);
-        sge[num_sge].lkey   = uct_hipower_memh_lkey(iov[i].memh);
-        ++num_sge;
-    }
-    return num_sge;
-}
-
 /* Wakeup: posts @a count receives for the peer's wake-up writes */
 ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
                                              unsigned count);
@@ -641,60 +329,6 @@ ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
  * (this endpoint goes idle) -- hipower_ep_active.c */
 ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep, uint64_t gen,
                                        uint8_t type);
-
-/*
- * Wakeup, sender side, for each bitmap-word write: publishes how many
- * messages are announced and, if the peer has gone to sleep since we last
- * woke it (or this is the first write to it: it may have slept before it
- * knew of us), turns the write into one that also wakes it. One locked
- * exchange and one load per announce when nobody sleeps (see
- * hipower_event.c).
- * Returns the peer's sleep generation, for uct_hipower_ep_wakeup_posted().
- */
-static UCS_F_ALWAYS_INLINE uint64_t
-uct_hipower_ep_wakeup_check(uct_hipower_ep_t *ep, struct ibv_send_wr *wr)
-{
-    uint64_t gen;
-
-    /* A locked exchange instead of a store and a full fence: the same
-     * order (the store is visible before the load below reads), one
-     * instruction that costs less than mfence on x86 (review P4) */
-    (void)__atomic_exchange_n(&ep->ctrl->announced, ep->tx.msgs,
-                              __ATOMIC_SEQ_CST);
-    gen = __atomic_load_n(&ep->ctrl->peer_sleep_gen, __ATOMIC_SEQ_CST);
-    if (ucs_unlikely(gen != ep->tx.woken_gen)) {
-        wr->opcode   = IBV_WR_RDMA_WRITE_WITH_IMM;
-        wr->imm_data = htonl((uint32_t)gen); /* Which one wakes */
-    }
-    return gen;
-}
-
-/*
- * A zero-length write with immediate @a gen, the peer's sleep generation:
- * it needs no rkey, takes one of the peer's receives and wakes its
- * endpoint (our hello; a wake-up for a record the peer slept over)
- */
-static UCS_F_ALWAYS_INLINE void
-uct_hipower_ep_wake_wr(struct ibv_send_wr *wr, uint64_t gen)
-{
-    memset(wr, 0, sizeof(*wr));
-    wr->opcode   = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr->imm_data = htonl((uint32_t)gen);
-}
-
-/*
- * The write built by uct_hipower_ep_wakeup_check() was posted: only now is
- * the peer's generation woken. Were it recorded before a post that failed,
- * no later write would carry the wake-up and the peer would sleep on.
- */
-static UCS_F_ALWAYS_INLINE void
-uct_hipower_ep_wakeup_posted(uct_hipower_ep_t *ep, uint64_t gen)
-{
-    if (ucs_unlikely(gen != ep->tx.woken_gen)) {
-        ep->tx.woken_gen = gen;
-        uct_hipower_ep_iface(ep)->stats.wakeup_writes++;
-    }
-}
 
 /* Handles a completion of the endpoint's QP (successful or not) */
 void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc);
@@ -711,14 +345,6 @@ ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
 /* Calls the error handlers that endpoints failed in the async thread left
  * to the user's progress; returns how many */
 unsigned uct_hipower_iface_report_failures(uct_hipower_iface_t *iface);
-
-/* The peer's windows are bound: it wrote to us, or a request of ours after
- * our hello completed */
-static UCS_F_ALWAYS_INLINE void
-uct_hipower_ep_peer_ready(uct_hipower_ep_t *ep)
-{
-    ep->flags |= UCT_HIPOWER_EP_FLAG_PEER_READY;
-}
 
 /* The shared pool (hipower_ep_grant.c, docs/protocol.md 9.2) */
 
@@ -782,39 +408,6 @@ void uct_hipower_ep_rx_timeout(uct_hipower_ep_t *ep);
  */
 void uct_hipower_ep_rx_peer_gone(uct_hipower_ep_t *ep);
 
-/* The end of a walk that stopped at a frame no honest peer writes, or
- * during which a handler failed the endpoint (uct_hipower_ep_rx_leave()) */
-void uct_hipower_ep_rx_failed(uct_hipower_ep_t *ep);
-
-/*
- * Around everything that delivers an endpoint's messages (its receive
- * loop, and a run's last filled slot closed from an event): handlers may
- * call UCT again -- fail this endpoint (uct_ep_flush() with
- * UCT_FLUSH_FLAG_CANCEL, as UCP's ucp_ep_close_nbx(FORCE) does) or
- * progress the interface. While the walk runs (UCT_HIPOWER_EP_FLAG_IN_RX)
- * the endpoint's runs stay with it (uct_hipower_ep_rx_peer_gone() waits)
- * and a nested progress leaves it alone: the walk still reads the slots
- * and moves the ring, and a second walk would deliver its messages twice.
- * Returns 0 if a walk of the endpoint is already under way.
- */
-static UCS_F_ALWAYS_INLINE int uct_hipower_ep_rx_enter(uct_hipower_ep_t *ep)
-{
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_IN_RX)) {
-        return 0;
-    }
-    ep->flags |= UCT_HIPOWER_EP_FLAG_IN_RX;
-    return 1;
-}
-
-static UCS_F_ALWAYS_INLINE void uct_hipower_ep_rx_leave(uct_hipower_ep_t *ep)
-{
-    ep->flags &= ~UCT_HIPOWER_EP_FLAG_IN_RX;
-    if (ucs_unlikely(ep->flags & (UCT_HIPOWER_EP_FLAG_BAD_FRAME |
-                                  UCT_HIPOWER_EP_FLAG_FAILED))) {
-        uct_hipower_ep_rx_failed(ep);
-    }
-}
-
 /* Receiver: the endpoint goes (destroyed): no more a waiter, no more
  * counted without a run */
 void uct_hipower_ep_rx_runs_cleanup(uct_hipower_ep_t *ep);
@@ -853,51 +446,6 @@ void uct_hipower_iface_pool_used(uct_hipower_iface_t *iface);
 
 /* Recomputes an active endpoint's share after the active set changed */
 void uct_hipower_iface_pool_update(uct_hipower_iface_t *iface);
-
-/* Slots the endpoint's receive side holds: its run and a granted one */
-static UCS_F_ALWAYS_INLINE uint32_t
-uct_hipower_ep_rx_held(const uct_hipower_ep_t *ep)
-{
-    return ep->rx.ring.num_slots + ep->rx.granted.count;
-}
-
-/* The consumed bitmap of runs of epoch @a epoch's parity */
-static UCS_F_ALWAYS_INLINE hipower_bitmap_word_t *
-uct_hipower_ep_consumed(uct_hipower_ep_t *ep, uint32_t epoch)
-{
-    return &ep->ctrl->consumed[(epoch & 1) * UCT_HIPOWER_BITMAP_WORDS];
-}
-
-/* Receiver: the slot of the first message of the run we granted the peer
- * (sequence ep->rx.granted.start there) */
-static UCS_F_ALWAYS_INLINE void *
-uct_hipower_ep_rx_granted_first(uct_hipower_ep_t *ep)
-{
-    return UCS_PTR_BYTE_OFFSET(ep->rx.granted.slots,
-                               (size_t)hipower_ring_slot(ep->rx.granted.count,
-                                                         ep->rx.granted.start) *
-                               uct_hipower_ep_iface(ep)->config.layout.stride);
-}
-
-/* Receiver: whether the peer wrote the first message of the run we
- * granted it, so it moved to that run. Bytes of the run it could reach
- * before are cleared when the run is taken from the pool. */
-static UCS_F_ALWAYS_INLINE int
-uct_hipower_ep_rx_granted_used(uct_hipower_ep_t *ep)
-{
-    return (ep->rx.granted.count > 0) &&
-           hipower_slot_trailer_is(
-                   *hipower_slot_mark(uct_hipower_ep_rx_granted_first(ep),
-                                      &uct_hipower_ep_iface(ep)->config.layout),
-                   ep->rx.granted.start);
-}
-
-/* Sender: whether the receiver granted a run we have not adopted: one
- * load per send */
-static UCS_F_ALWAYS_INLINE int uct_hipower_ep_tx_granted(uct_hipower_ep_t *ep)
-{
-    return *(volatile uint64_t*)&ep->ctrl->grant.epoch != ep->tx.epoch;
-}
 
 /*
  * A short or bcopy message joined the open bundle (hipower_bundle_append()):
@@ -959,14 +507,6 @@ int uct_hipower_ep_rx_ready(uct_hipower_ep_t *ep);
  * past it. Returns the messages delivered. */
 unsigned uct_hipower_ep_rx_fill_close(uct_hipower_ep_t *ep, uint32_t final);
 
-/* Frames and batches delivered, mod 2^32: what the peer's announced count
- * counts (one per slot it took, one per batch it added to a filled slot) */
-static UCS_F_ALWAYS_INLINE uint32_t
-uct_hipower_ep_rx_delivered(const uct_hipower_ep_t *ep)
-{
-    return hipower_rx_ring_taken(&ep->rx.ring) + ep->rx.fill_extra;
-}
-
 /* The active set (hipower_active.h, hipower_ep_active.c): progress visits
  * an endpoint only while it is active */
 void uct_hipower_ep_activate(uct_hipower_ep_t *ep);
@@ -984,9 +524,6 @@ unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep);
 
 /* Dispatches pending requests while resources last; 1 if the queue emptied */
 int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep);
-
-/* Lists the endpoint for dispatch in the interface's next progress */
-void uct_hipower_ep_add_pending_list(uct_hipower_ep_t *ep);
 
 /* Push mode: writes the bitmap word of messages not yet announced */
 ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep);
@@ -1008,21 +545,6 @@ void uct_hipower_ep_recycle_read_posted(uct_hipower_ep_t *ep,
                                         uct_hipower_tx_op_t *op);
 void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep);
 
-/* Whether the transport may send something of its own to the peer now */
-static UCS_F_ALWAYS_INLINE int uct_hipower_ep_may_initiate(uct_hipower_ep_t *ep)
-{
-    return (ep->flags & (UCT_HIPOWER_EP_FLAG_QP_UP |
-                         UCT_HIPOWER_EP_FLAG_PEER_READY |
-                         UCT_HIPOWER_EP_FLAG_PEER_CLOSED |
-                         UCT_HIPOWER_EP_FLAG_FAILED |
-                         UCT_HIPOWER_EP_FLAG_CANCELED)) ==
-           (UCT_HIPOWER_EP_FLAG_QP_UP | UCT_HIPOWER_EP_FLAG_PEER_READY);
-}
-
-/* Posts a signaled zero-length write on the endpoint, from @a cq_credits
- * (the interface's, or a reserve); @a op may be NULL */
-ucs_status_t uct_hipower_ep_post_nop(uct_hipower_ep_t *ep, int *cq_credits,
-                                     uct_hipower_tx_op_t *op);
 
 /* Drains and frees the QP records of destroyed endpoints that are done;
  * @a force: all of them, now (interface close) */

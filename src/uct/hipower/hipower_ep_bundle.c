@@ -246,7 +246,7 @@ ucs_status_t uct_hipower_ep_bundle_post(uct_hipower_ep_t *ep, int windowed)
         !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
         /* Nothing of it went out, and its messages were accepted: the
          * endpoint cannot keep its promise, and says so */
-        uct_hipower_ep_set_failed(ep, status);
+        uct_hipower_ep_fail(ep, status);
     }
     return status;
 }

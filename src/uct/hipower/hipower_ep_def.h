@@ -110,6 +110,20 @@ enum {
 
 
 
+struct uct_hipower_ep;
+
+/* What the units below hipower_ep.c call back up, without naming it: one
+ * table for every endpoint, set by its constructor (as UCX's ops tables) */
+typedef struct uct_hipower_ep_hooks {
+    /* The failure fan-out (uct_hipower_ep_set_failed()) */
+    ucs_status_t (*failed)(struct uct_hipower_ep *ep, ucs_status_t status);
+    /* An endpoint made from an interface address is used: its handshake
+     * starts (uct_hipower_cm_ep_start()) */
+    void         (*connect)(struct uct_hipower_ep *ep);
+    /* A probe of the peer, as uct_ep_check() (uct_hipower_ep_check()) */
+    ucs_status_t (*check)(struct uct_hipower_ep *ep);
+} uct_hipower_ep_hooks_t;
+
 
 typedef struct uct_hipower_ep {
     uct_base_ep_t                super;
@@ -237,6 +251,7 @@ typedef struct uct_hipower_ep {
 
     /* Connected through the interface's handshake (hipower_cm.h) */
     uct_hipower_ep_cm_t          cm;
+    const uct_hipower_ep_hooks_t *hooks;     /* hipower_ep.c's */
 } uct_hipower_ep_t;
 
 
@@ -253,6 +268,176 @@ static inline uct_hipower_iface_t *uct_hipower_ep_iface(uct_hipower_ep_t *ep)
 static inline uct_hipower_ep_t *uct_hipower_txqp_ep(uct_hipower_txqp_t *txqp)
 {
     return ucs_container_of(txqp, uct_hipower_ep_t, txqp);
+}
+
+
+/*
+ * Small inline operations on the endpoint's own data, calling only the
+ * protocol rules: what the send, receive and pool units test on the fast
+ * path. Nothing here reacts (fails, posts, calls a handler).
+ */
+
+/* Whether a message of @a length goes into the bundle (opened for it if
+ * none is): the first one of a bundle may be as large as any message,
+ * since a bundle of one goes as a frame of its own; later ones must keep
+ * the frame within a slot */
+static UCS_F_ALWAYS_INLINE int
+uct_hipower_ep_bundle_fits(uct_hipower_ep_t *ep, uint32_t length)
+{
+    size_t max_payload = uct_hipower_ep_iface(ep)->config.max_payload;
+
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+        return length <= max_payload;
+    }
+    /* A bundle that fills a slot ends with its batch footer */
+    return (uint64_t)ep->tx.bundle.frame.length +
+           hipower_bundle_record_size(length) +
+           ((ep->flags & UCT_HIPOWER_EP_FLAG_FILL) ?
+            HIPOWER_FILL_FOOTER_SIZE : 0) <= max_payload;
+}
+
+/* The ack word bits of a frame that takes a slot now: the final count of
+ * batches of the peer's slot our bundles fill, if it is open (no slot was
+ * taken since it, and the run is the same), for the receiver, which takes
+ * it from this frame (hipower_slot_ack_fill_final()); 0 otherwise */
+static UCS_F_ALWAYS_INLINE uint64_t
+uct_hipower_ep_fill_final_bits(const uct_hipower_ep_t *ep)
+{
+    return ((ep->tx.fill.length != 0) &&
+            (ep->tx.ring.head == ep->tx.fill.seq + 1)) ?
+           hipower_slot_ack_fill_final(ep->tx.fill.count) : 0;
+}
+
+/* Whether the peer's slot our bundles fill takes a batch of @a size: no
+ * slot was taken since it was (a take moves ring.head; a switch to a new
+ * run clears the length), it has room, and its trailer can count one
+ * batch more */
+static UCS_F_ALWAYS_INLINE int
+uct_hipower_ep_fill_takes(const uct_hipower_ep_t *ep, uint32_t size)
+{
+    return (ep->tx.fill.length != 0) &&
+           (ep->tx.ring.head == ep->tx.fill.seq + 1) &&
+           (ep->tx.fill.count < HIPOWER_FILL_MAX_BATCHES) &&
+           hipower_fill_fits(ep->tx.fill.length, size,
+                             uct_hipower_ep_iface((uct_hipower_ep_t*)ep)->
+                                     config.max_payload);
+}
+
+/*
+ * Whether a message goes into the slot our bundles fill, as a batch of its
+ * own, instead of a frame in a slot of its own: with the bundle window on
+ * (UCX_HIPOWER_BUNDLE_WINDOW) and that slot still open. Such a message is
+ * posted at once as it would have been, never held (the caller posts the
+ * bundle it opens for it: uct_hipower_ep_bundle_send() then takes the slot
+ * only if the message does not fit), as two writes instead of one (the
+ * batch and the trailer's new count), and the slot stays open for the
+ * bundles that follow; before, each took a slot (8 KB) for itself and
+ * closed the filled one (bundle_fill_stream on the simulated device: 1,446
+ * slots for 100,000 messages, now 628; on the rig's am_bw such messages
+ * are rarer: 19.2 -> 17.5 B of slot per 8 B message). Without the window a
+ * filled slot is rare and short-lived, and such a message keeps its one
+ * packet. The first test is the only one the fast path pays with filled
+ * slots off.
+ */
+static UCS_F_ALWAYS_INLINE int
+uct_hipower_ep_fill_open(const uct_hipower_ep_t *ep)
+{
+    return (ep->tx.fill.length != 0) &&
+           (ep->tx.ring.head == ep->tx.fill.seq + 1) &&
+           (uct_hipower_ep_iface((uct_hipower_ep_t*)ep)->config.bundle_window
+            != 0);
+}
+
+/* The peer's windows are bound: it wrote to us, or a request of ours after
+ * our hello completed */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_peer_ready(uct_hipower_ep_t *ep)
+{
+    ep->flags |= UCT_HIPOWER_EP_FLAG_PEER_READY;
+}
+
+/*
+ * Around everything that delivers an endpoint's messages (its receive
+ * loop, and a run's last filled slot closed from an event): handlers may
+ * call UCT again -- fail this endpoint (uct_ep_flush() with
+ * UCT_FLUSH_FLAG_CANCEL, as UCP's ucp_ep_close_nbx(FORCE) does) or
+ * progress the interface. While the walk runs (UCT_HIPOWER_EP_FLAG_IN_RX)
+ * the endpoint's runs stay with it (uct_hipower_ep_rx_peer_gone() waits)
+ * and a nested progress leaves it alone: the walk still reads the slots
+ * and moves the ring, and a second walk would deliver its messages twice.
+ * Returns 0 if a walk of the endpoint is already under way.
+ */
+static UCS_F_ALWAYS_INLINE int uct_hipower_ep_rx_enter(uct_hipower_ep_t *ep)
+{
+    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_IN_RX)) {
+        return 0;
+    }
+    ep->flags |= UCT_HIPOWER_EP_FLAG_IN_RX;
+    return 1;
+}
+
+/* Slots the endpoint's receive side holds: its run and a granted one */
+static UCS_F_ALWAYS_INLINE uint32_t
+uct_hipower_ep_rx_held(const uct_hipower_ep_t *ep)
+{
+    return ep->rx.ring.num_slots + ep->rx.granted.count;
+}
+
+/* The consumed bitmap of runs of epoch @a epoch's parity */
+static UCS_F_ALWAYS_INLINE hipower_bitmap_word_t *
+uct_hipower_ep_consumed(uct_hipower_ep_t *ep, uint32_t epoch)
+{
+    return &ep->ctrl->consumed[(epoch & 1) * UCT_HIPOWER_BITMAP_WORDS];
+}
+
+/* Receiver: the slot of the first message of the run we granted the peer
+ * (sequence ep->rx.granted.start there) */
+static UCS_F_ALWAYS_INLINE void *
+uct_hipower_ep_rx_granted_first(uct_hipower_ep_t *ep)
+{
+    return UCS_PTR_BYTE_OFFSET(ep->rx.granted.slots,
+                               (size_t)hipower_ring_slot(ep->rx.granted.count,
+                                                         ep->rx.granted.start) *
+                               uct_hipower_ep_iface(ep)->config.layout.stride);
+}
+
+/* Receiver: whether the peer wrote the first message of the run we
+ * granted it, so it moved to that run. Bytes of the run it could reach
+ * before are cleared when the run is taken from the pool. */
+static UCS_F_ALWAYS_INLINE int
+uct_hipower_ep_rx_granted_used(uct_hipower_ep_t *ep)
+{
+    return (ep->rx.granted.count > 0) &&
+           hipower_slot_trailer_is(
+                   *hipower_slot_mark(uct_hipower_ep_rx_granted_first(ep),
+                                      &uct_hipower_ep_iface(ep)->config.layout),
+                   ep->rx.granted.start);
+}
+
+/* Sender: whether the receiver granted a run we have not adopted: one
+ * load per send */
+static UCS_F_ALWAYS_INLINE int uct_hipower_ep_tx_granted(uct_hipower_ep_t *ep)
+{
+    return *(volatile uint64_t*)&ep->ctrl->grant.epoch != ep->tx.epoch;
+}
+
+/* Frames and batches delivered, mod 2^32: what the peer's announced count
+ * counts (one per slot it took, one per batch it added to a filled slot) */
+static UCS_F_ALWAYS_INLINE uint32_t
+uct_hipower_ep_rx_delivered(const uct_hipower_ep_t *ep)
+{
+    return hipower_rx_ring_taken(&ep->rx.ring) + ep->rx.fill_extra;
+}
+
+/* Whether the transport may send something of its own to the peer now */
+static UCS_F_ALWAYS_INLINE int uct_hipower_ep_may_initiate(uct_hipower_ep_t *ep)
+{
+    return (ep->flags & (UCT_HIPOWER_EP_FLAG_QP_UP |
+                         UCT_HIPOWER_EP_FLAG_PEER_READY |
+                         UCT_HIPOWER_EP_FLAG_PEER_CLOSED |
+                         UCT_HIPOWER_EP_FLAG_FAILED |
+                         UCT_HIPOWER_EP_FLAG_CANCELED)) ==
+           (UCT_HIPOWER_EP_FLAG_QP_UP | UCT_HIPOWER_EP_FLAG_PEER_READY);
 }
 
 #endif

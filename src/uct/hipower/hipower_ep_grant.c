@@ -575,7 +575,7 @@ void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface)
               ep->rx.grant_probes);
     /* No room now: a signaled request is out, which probes as well, or
      * the next deadline tries again */
-    (void)uct_hipower_ep_check(&ep->super.super, 0, NULL);
+    (void)uct_hipower_ep_probe(ep);
 }
 
 /* Every run the endpoint holds or granted goes back to the pool now,
@@ -606,7 +606,7 @@ void uct_hipower_ep_rx_timeout(uct_hipower_ep_t *ep)
      * nested progress got here during the endpoint's walk, when the walk
      * ends (uct_hipower_ep_rx_leave(), review b86e41e L1); and not while
      * the user keeps a message in them (uct_hipower_ep_rx_peer_gone()) */
-    uct_hipower_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
+    uct_hipower_ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT);
 }
 
 void uct_hipower_ep_rx_peer_gone(uct_hipower_ep_t *ep)
@@ -736,7 +736,7 @@ static int uct_hipower_ep_rx_release_done(uct_hipower_ep_t *ep)
                   hipower_run_req_old_end(req),
                   hipower_rx_ring_taken(ring), old_count);
         iface->stats.bad_slots++;
-        uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
+        uct_hipower_ep_fail(ep, UCS_ERR_IO_ERROR);
         return 0;
     }
     if (remaining > 0) {
@@ -836,7 +836,7 @@ int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)
                   !!(ack_word & HIPOWER_SLOT_ACK_SWITCH),
                   hipower_rx_ring_taken(ring), old_count);
         iface->stats.bad_slots++;
-        uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
+        uct_hipower_ep_fail(ep, UCS_ERR_IO_ERROR);
         return 0;
     }
     if (remaining > 0) {

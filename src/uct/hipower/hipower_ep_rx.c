@@ -540,7 +540,7 @@ void uct_hipower_ep_rx_failed(uct_hipower_ep_t *ep)
     if (!(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
         /* A frame no honest peer writes: the endpoint fails now that the
          * walk no longer uses its ring */
-        uct_hipower_ep_set_failed(ep, UCS_ERR_IO_ERROR);
+        uct_hipower_ep_fail(ep, UCS_ERR_IO_ERROR);
     } else {
         /* Failed by a handler during the walk: its runs go back now */
         uct_hipower_ep_rx_peer_gone(ep);

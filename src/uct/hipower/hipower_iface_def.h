@@ -403,6 +403,11 @@ static inline void *uct_hipower_tx_op_buffer(uct_hipower_tx_op_t *op)
  * the peer's hello and its first write) */
 #define UCT_HIPOWER_EVENT_RECVS      5
 
+/* What an RC QP's atomics can do: 64-bit add, fetch-add, compare-swap */
+#define UCT_HIPOWER_ATOMIC64_OPS   UCS_BIT(UCT_ATOMIC_OP_ADD)
+#define UCT_HIPOWER_ATOMIC64_FOPS  (UCS_BIT(UCT_ATOMIC_OP_ADD) | \
+                                    UCS_BIT(UCT_ATOMIC_OP_CSWAP))
+
 /* Receives each QP keeps posted: pull mode has no wake-ups, only the
  * peer's hello */
 #define uct_hipower_iface_qp_recvs(_iface) \
