@@ -173,6 +173,34 @@ void uct_hipower_cm_signal(uct_hipower_iface_t *iface)
     }
 }
 
+static void uct_hipower_cm_ep_wake(uct_hipower_ep_t *ep)
+{
+    uct_hipower_cm_signal(uct_hipower_ep_iface(ep));
+}
+
+/* Every endpoint's owner: the calls hipower_ep.c and hipower_post.c make
+ * into the connection manager (uct_hipower_ep_owner_ops_t) */
+static const uct_hipower_ep_owner_ops_t uct_hipower_cm_owner_ops = {
+    .start   = uct_hipower_cm_ep_start,
+    .gone    = uct_hipower_cm_ep_gone,
+    .cleanup = uct_hipower_cm_ep_cleanup,
+    .wake    = uct_hipower_cm_ep_wake
+};
+
+/* An endpoint, with the connection manager as its owner */
+static ucs_status_t uct_hipower_cm_ep_new(const uct_ep_params_t *params,
+                                          uct_ep_h *ep_p)
+{
+    ucs_status_t status;
+
+    status = UCS_CLASS_NEW_FUNC_NAME(uct_hipower_ep_t)(params, ep_p);
+    if (status == UCS_OK) {
+        ucs_derived_of(*ep_p, uct_hipower_ep_t)->owner =
+                &uct_hipower_cm_owner_ops;
+    }
+    return status;
+}
+
 /*
  * A socket's events, for UCX's async context and for our own poll set:
  * while handshakes are under way, progress polls them itself
@@ -1024,7 +1052,7 @@ static ucs_status_t uct_hipower_cm_ep_internal(uct_hipower_cm_conn_t *conn,
 
     params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
     params.iface      = &iface->super.super;
-    status = UCS_CLASS_NEW_FUNC_NAME(uct_hipower_ep_t)(&params, &tl_ep);
+    status = uct_hipower_cm_ep_new(&params, &tl_ep);
     if (status != UCS_OK) {
         return status;
     }
@@ -1932,7 +1960,7 @@ ucs_status_t uct_hipower_ep_create(const uct_ep_params_t *params,
 
     if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) ||
         !iface->cm.enabled) {
-        return UCS_CLASS_NEW_FUNC_NAME(uct_hipower_ep_t)(params, ep_p);
+        return uct_hipower_cm_ep_new(params, ep_p);
     }
 
 #if HIPOWER_UCX_IFACE_OPS_V2
@@ -1995,7 +2023,7 @@ ucs_status_t uct_hipower_ep_create(const uct_ep_params_t *params,
         }
     }
 
-    status = UCS_CLASS_NEW_FUNC_NAME(uct_hipower_ep_t)(params, &tl_ep);
+    status = uct_hipower_cm_ep_new(params, &tl_ep);
     if (status == UCS_OK) {
         ep               = ucs_derived_of(tl_ep, uct_hipower_ep_t);
         ep->cm.state     = UCT_HIPOWER_CM_IDLE;
@@ -2008,3 +2036,44 @@ ucs_status_t uct_hipower_ep_create(const uct_ep_params_t *params,
     UCS_ASYNC_UNBLOCK(async);
     return status;
 }
+
+#if HIPOWER_UCX_IFACE_OPS_V2
+/* UCP asks whether an endpoint already leads to the peer it is wiring up.
+ * One made from an interface address leads to that interface from its
+ * creation on (UCP treats such lanes as connected), whatever its handshake
+ * is doing: the same interface id. One connected endpoint to endpoint: the
+ * same device (GID, LID) and, when given, the same remote QP. */
+int uct_hipower_ep_is_connected(const uct_ep_h tl_ep,
+                                const uct_ep_is_connected_params_t *params)
+{
+    uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
+    const uct_hipower_device_addr_t *dev;
+    const uct_hipower_ep_addr_t *ep_addr;
+
+    if (ep->cm.state != UCT_HIPOWER_CM_NONE) {
+        return (params->field_mask & UCT_EP_IS_CONNECTED_FIELD_IFACE_ADDR) &&
+               uct_hipower_cm_ep_leads_to(ep, params->iface_addr);
+    }
+
+    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP)) {
+        return 0;
+    }
+
+    if (params->field_mask & UCT_EP_IS_CONNECTED_FIELD_EP_ADDR) {
+        ep_addr = (const uct_hipower_ep_addr_t*)params->ep_addr;
+        if (ep_addr->qp_num != ep->peer.qp_num) {
+            return 0;
+        }
+    }
+
+    if (params->field_mask & UCT_EP_IS_CONNECTED_FIELD_DEVICE_ADDR) {
+        dev = (const uct_hipower_device_addr_t*)params->device_addr;
+        if ((dev->lid != ep->peer.dev.lid) ||
+            memcmp(&dev->gid, &ep->peer.dev.gid, sizeof(dev->gid))) {
+            return 0;
+        }
+    }
+
+    return 1;
+}
+#endif

@@ -5,6 +5,7 @@
 #define UCT_HIPOWER_CM_H_
 
 #include "hipower_cm_def.h"
+#include "hipower_ucx_compat.h"
 
 #include <uct/api/uct.h>
 
@@ -72,6 +73,13 @@ ucs_status_t uct_hipower_ep_create(const uct_ep_params_t *params,
  * leads to the interface whose address is @a addr */
 int uct_hipower_cm_ep_leads_to(const struct uct_hipower_ep *ep,
                                const uct_iface_addr_t *addr);
+
+#if HIPOWER_UCX_IFACE_OPS_V2
+/* The iface ops' ep_is_connected: to the same interface (one made from an
+ * interface address), or to the same device and QP */
+int uct_hipower_ep_is_connected(const uct_ep_h tl_ep,
+                                const uct_ep_is_connected_params_t *params);
+#endif
 
 /* An endpoint made from an interface address is used: connect it */
 void uct_hipower_cm_ep_start(struct uct_hipower_ep *ep);

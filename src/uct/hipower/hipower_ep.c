@@ -66,12 +66,6 @@ typedef struct uct_hipower_qp_gc {
 
 static void uct_hipower_ep_check_peer_state(uct_hipower_ep_t *ep);
 
-/* Releases what an operation record held, and the record */
-static void uct_hipower_op_release(uct_hipower_tx_op_t *op)
-{
-    ucs_mpool_put_inline(op);
-}
-
 /* Pull mode: make the bitmap the peer reads say which messages have landed.
  * Counts messages, not sequence numbers, which restart at the ring's period */
 static void uct_hipower_ep_publish(uct_hipower_ep_t *ep, uint64_t msg_count)
@@ -275,7 +269,7 @@ ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
     uct_hipower_ep_cancel_ops(ep, canceled ? UCS_ERR_CANCELED : status);
     uct_hipower_ep_bundle_drop(ep);
     uct_hipower_ep_del_pending_list(ep);
-    if (canceled || uct_hipower_cm_ep_gone(ep)) {
+    if (canceled || ep->owner->gone(ep)) {
         /* Canceled by the user; or made for a peer's request and never
          * the user's: nobody to tell, it goes from progress */
         return UCS_OK;
@@ -290,7 +284,7 @@ ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
          * and arm says busy meanwhile. */
         ep->err_due = status;
         __atomic_fetch_add(&iface->tx.failures_due, 1, __ATOMIC_SEQ_CST);
-        uct_hipower_cm_signal(iface);
+        ep->owner->wake(ep);
         return UCS_OK;
     }
     return uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
@@ -322,174 +316,6 @@ again:
     return count;
 }
 
-/*
- * One RDMA_READ of a peer bitmap into @a local, built in @a wr and @a sge
- * for a chain of @a nwr requests that ends with it; @a flag marks it
- * outstanding (one at a time, so copies are applied in the order read).
- * Never to a peer that closed its endpoint. Returns the op it completes,
- * NULL if it cannot go now.
- */
-static uct_hipower_tx_op_t *
-uct_hipower_ep_bitmap_read_wr(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
-                              uint32_t flag, void *local, uint32_t num_slots,
-                              uint32_t lkey, uint64_t remote_addr,
-                              struct ibv_send_wr *wr, struct ibv_sge *sge,
-                              unsigned nwr)
-{
-    uct_hipower_tx_op_t *op;
-
-    if ((ep->flags & flag) || !(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) ||
-        (ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
-                      UCT_HIPOWER_EP_FLAG_CANCELED |
-                      UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ||
-        !uct_hipower_ep_has_room(ep, nwr)) {
-        return NULL;
-    }
-
-    op = uct_hipower_ep_op_get(ep, type, NULL);
-    if (op == NULL) {
-        return NULL;
-    }
-
-    op->u.taken_at_read     = hipower_tx_ring_taken(&ep->tx.ring);
-    sge->addr               = (uintptr_t)local;
-    sge->length             = HIPOWER_BITMAP_WORDS(num_slots) *
-                              sizeof(hipower_bitmap_word_t);
-    sge->lkey               = lkey;
-    wr->opcode              = IBV_WR_RDMA_READ;
-    wr->send_flags          = 0;
-    wr->sg_list             = sge;
-    wr->num_sge             = 1;
-    wr->next                = NULL;
-    wr->wr.rdma.remote_addr = remote_addr;
-    wr->wr.rdma.rkey        = ep->peer.ctrl_read_rkey;
-    return op;
-}
-
-/* A chain that ended with the READ of @a op went out: @a flag marks it
- * outstanding until its completion retires @a op */
-static void uct_hipower_ep_bitmap_read_posted(uct_hipower_ep_t *ep,
-                                              uct_hipower_tx_op_t *op,
-                                              uint32_t flag)
-{
-    op->sn        = ep->txqp.txq.sn - 1;
-    op->msg_count = ep->tx.msgs;
-    ucs_queue_push(&ep->txqp.outstanding, &op->queue);
-    ep->flags |= flag;
-}
-
-/* One signaled RDMA_READ of a peer bitmap, posted alone: see
- * uct_hipower_ep_bitmap_read_wr(). Returns 1 if posted. */
-static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
-                                           uct_hipower_op_type_t type,
-                                           uint32_t flag, void *local,
-                                           uint32_t num_slots, uint32_t lkey,
-                                           uint64_t remote_addr)
-{
-    struct ibv_send_wr wr;
-    struct ibv_sge sge;
-    uct_hipower_tx_op_t *op;
-
-    op = uct_hipower_ep_bitmap_read_wr(ep, type, flag, local, num_slots, lkey,
-                                       remote_addr, &wr, &sge, 1);
-    if (op == NULL) {
-        return 0;
-    }
-
-    if (uct_hipower_ep_post(ep, &wr, &wr, 1, 1, op) != UCS_OK) {
-        uct_hipower_op_release(op);
-        return 0;
-    }
-
-    ep->flags |= flag;
-    return 1;
-}
-
-/* Where the recycle READ reads: the receiver's consumed bitmap of our
- * current epoch */
-static UCS_F_ALWAYS_INLINE uint64_t
-uct_hipower_ep_recycle_addr(uct_hipower_ep_t *ep)
-{
-    return ep->peer.consumed_addr + (ep->tx.epoch & 1) *
-           UCT_HIPOWER_BITMAP_WORDS * sizeof(hipower_bitmap_word_t);
-}
-
-/* The receiver's consumed bitmap, so that free slots come back in a batch.
- * Sending needs a ready peer anyway: this only follows the user's sends. */
-void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep)
-{
-    if ((ep->tx.ring.num_slots > 0) &&
-        uct_hipower_ep_post_bitmap_read(ep, UCT_HIPOWER_OP_RECYCLE_READ,
-                                        UCT_HIPOWER_EP_FLAG_RECYCLE_READ,
-                                        ep->ctrl->peer_consumed,
-                                        ep->tx.ring.num_slots,
-                                        ep->ctrl_local_mr->lkey,
-                                        uct_hipower_ep_recycle_addr(ep))) {
-        uct_hipower_ep_iface(ep)->stats.bitmap_reads++;
-    }
-}
-
-uct_hipower_tx_op_t *
-uct_hipower_ep_recycle_read_wr(uct_hipower_ep_t *ep, struct ibv_send_wr *wr,
-                               struct ibv_sge *sge, unsigned nwr)
-{
-    if (ep->tx.ring.num_slots == 0) {
-        return NULL;
-    }
-    return uct_hipower_ep_bitmap_read_wr(ep, UCT_HIPOWER_OP_RECYCLE_READ,
-                                         UCT_HIPOWER_EP_FLAG_RECYCLE_READ,
-                                         ep->ctrl->peer_consumed,
-                                         ep->tx.ring.num_slots,
-                                         ep->ctrl_local_mr->lkey,
-                                         uct_hipower_ep_recycle_addr(ep), wr,
-                                         sge, nwr);
-}
-
-void uct_hipower_ep_recycle_read_posted(uct_hipower_ep_t *ep,
-                                        uct_hipower_tx_op_t *op)
-{
-    uct_hipower_ep_bitmap_read_posted(ep, op,
-                                      UCT_HIPOWER_EP_FLAG_RECYCLE_READ);
-    uct_hipower_ep_iface(ep)->stats.bitmap_reads++;
-}
-
-void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep)
-{
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) {
-        /* A peer that closed its endpoint releases nothing more, and no READ
-         * goes to it: a request of the user's must be out to fail and say
-         * so (the probe of uct_ep_check(), if none is), or a sender waiting
-         * for a slot would wait forever */
-        uct_hipower_ep_probe(ep);
-        return;
-    }
-
-    if (ucs_unlikely(ep->tx.ring.num_slots == 0)) {
-        /* No run at the peer (hipower_ep_grant.c): ask for one */
-        if (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) {
-            uct_hipower_ep_tx_ask(ep);
-        }
-        return;
-    }
-
-    uct_hipower_ep_post_recycle_read(ep);
-}
-
-/* Pull mode: the receiver reads the sender's published bitmap. Of the
- * transport's own accord, so only once the peer is known to be ready. */
-void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep)
-{
-    if (uct_hipower_ep_may_initiate(ep) &&
-        uct_hipower_ep_post_bitmap_read(ep, UCT_HIPOWER_OP_NOTIFY_READ,
-                                        UCT_HIPOWER_EP_FLAG_NOTIFY_READ,
-                                        ep->ctrl->written_view,
-                                        ep->rx.ring.num_slots,
-                                        ep->ctrl_write.mr->lkey,
-                                        ep->peer.published_addr)) {
-        uct_hipower_ep_iface(ep)->stats.notify_reads++;
-    }
-}
-
 /* What the peer wrote into peer_state, applied; cheap: one local load */
 static void uct_hipower_ep_check_peer_state(uct_hipower_ep_t *ep)
 {
@@ -508,7 +334,7 @@ static void uct_hipower_ep_check_peer_state(uct_hipower_ep_t *ep)
         ep->flags |= UCT_HIPOWER_EP_FLAG_PEER_CLOSED |
                      UCT_HIPOWER_EP_FLAG_PEER_READY;
         /* One made for the peer's request, not the user's: it goes */
-        uct_hipower_cm_ep_gone(ep);
+        (void)ep->owner->gone(ep);
         uct_hipower_ep_rx_release_abandon(ep);
         if (!(ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE) &&
             uct_hipower_ep_iface(ep)->config.shared_pool &&
@@ -676,7 +502,7 @@ ucs_status_t uct_hipower_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 
     if (ucs_unlikely(ep->cm.state == UCT_HIPOWER_CM_IDLE)) {
         /* Nothing is sent before it is connected */
-        uct_hipower_cm_ep_start(ep);
+        ep->owner->start(ep);
     } else if (hipower_tx_ring_free(&ep->tx.ring) == 0) {
         /* Nothing else will ask the receiver for slots */
         uct_hipower_ep_slots_wanted(ep);
@@ -1128,45 +954,6 @@ uct_hipower_ep_connect_to_ep_v2(uct_ep_h tl_ep,
 {
     return uct_hipower_ep_connect_to_ep(tl_ep, dev_addr, ep_addr);
 }
-
-/* UCP asks whether an endpoint already leads to the peer it is wiring up.
- * One made from an interface address leads to that interface from its
- * creation on (UCP treats such lanes as connected), whatever its handshake
- * is doing: the same interface id. One connected endpoint to endpoint: the
- * same device (GID, LID) and, when given, the same remote QP. */
-int uct_hipower_ep_is_connected(const uct_ep_h tl_ep,
-                                const uct_ep_is_connected_params_t *params)
-{
-    uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
-    const uct_hipower_device_addr_t *dev;
-    const uct_hipower_ep_addr_t *ep_addr;
-
-    if (ep->cm.state != UCT_HIPOWER_CM_NONE) {
-        return (params->field_mask & UCT_EP_IS_CONNECTED_FIELD_IFACE_ADDR) &&
-               uct_hipower_cm_ep_leads_to(ep, params->iface_addr);
-    }
-
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP)) {
-        return 0;
-    }
-
-    if (params->field_mask & UCT_EP_IS_CONNECTED_FIELD_EP_ADDR) {
-        ep_addr = (const uct_hipower_ep_addr_t*)params->ep_addr;
-        if (ep_addr->qp_num != ep->peer.qp_num) {
-            return 0;
-        }
-    }
-
-    if (params->field_mask & UCT_EP_IS_CONNECTED_FIELD_DEVICE_ADDR) {
-        dev = (const uct_hipower_device_addr_t*)params->device_addr;
-        if ((dev->lid != ep->peer.dev.lid) ||
-            memcmp(&dev->gid, &ep->peer.dev.gid, sizeof(dev->gid))) {
-            return 0;
-        }
-    }
-
-    return 1;
-}
 #endif
 
 static ucs_status_t uct_hipower_ep_reg_ctrl(uct_hipower_ep_t *ep)
@@ -1327,9 +1114,9 @@ static ucs_status_t uct_hipower_ep_check_hook(uct_hipower_ep_t *ep)
 }
 
 static const uct_hipower_ep_hooks_t uct_hipower_ep_hooks = {
-    .failed  = uct_hipower_ep_set_failed,
-    .connect = uct_hipower_cm_ep_start,
-    .check   = uct_hipower_ep_check_hook
+    .failed    = uct_hipower_ep_set_failed,
+    .check     = uct_hipower_ep_check_hook,
+    .completed = uct_hipower_ep_tx_completion
 };
 
 static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
@@ -1344,6 +1131,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
 
     self->hooks               = &uct_hipower_ep_hooks;
+    self->owner               = NULL;   /* Set by hipower_cm.c */
     self->flags               = 0;
     self->err_due             = UCS_OK;
     memset(&self->cm, 0, sizeof(self->cm));
@@ -1699,7 +1487,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
               UCT_HIPOWER_EP_ARG(self),
               hipower_txq_outstanding(&self->txqp.txq));
     /* Its handshake, if one is under way, and its matching entry */
-    uct_hipower_cm_ep_cleanup(self);
+    self->owner->cleanup(self);
     uct_hipower_ep_bundle_leave(self);
     /* UCT: the user purges pending requests before destroying */
     uct_hipower_ep_pending_purge(&self->super.super,

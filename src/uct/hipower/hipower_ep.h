@@ -7,6 +7,9 @@
 #include "hipower_ep_def.h"
 #include "hipower_post.h"
 #include "hipower_ep_rx.h"
+#include "hipower_ep_grant.h"
+#include "hipower_ep_bundle.h"
+#include "hipower_ep_hold.h"
 #include "hipower_iface.h"
 #include "hipower_window.h"
 #include "hipower_txq.h"
@@ -34,8 +37,6 @@ uct_hipower_ep_connect_to_ep_v2(uct_ep_h tl_ep,
                                 const uct_ep_addr_t *ep_addr,
                                 const uct_ep_connect_to_ep_params_t *params);
 
-int uct_hipower_ep_is_connected(const uct_ep_h tl_ep,
-                                const uct_ep_is_connected_params_t *params);
 #endif
 
 ucs_status_t uct_hipower_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
@@ -112,141 +113,7 @@ void uct_hipower_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t c
 
 /* Posting, room, descriptors and work-request builders: hipower_post.h */
 
-/* Sender: the receiver granted a new run, the next message goes there
- * (hipower_ep_grant.c) */
-void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep);
-
-/* No free peer slot: a recycle READ, or, to a peer that closed its
- * endpoint, a request that will fail and report it */
-void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep);
-
-/*
- * Room for one more active message frame now: a free slot of the peer (in
- * the run it granted last, which this adopts) and room to post it.
- * UCS_ERR_NO_RESOURCE otherwise, after asking for slots; @a count: a
- * refused send, counted in the statistics (not a bundle's retry).
- */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_hipower_ep_tx_room(uct_hipower_ep_t *ep, int count)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-
-    /* The receiver granted a new run: this message goes there */
-    if (ucs_unlikely(*(volatile uint64_t*)&ep->ctrl->grant.epoch !=
-                     ep->tx.epoch)) {
-        uct_hipower_ep_tx_adopt(ep);
-    }
-
-    if (ucs_unlikely(hipower_tx_ring_free(&ep->tx.ring) == 0)) {
-        iface->stats.pool_empty += count;
-        /* Our next message tells the receiver its run was too small */
-        ep->tx.ack_flags |= HIPOWER_SLOT_ACK_WANTS;
-        uct_hipower_ep_slots_wanted(ep);
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    /* One more: the announce of an unfinished batch, or pull's hello */
-    if (ucs_unlikely(!uct_hipower_ep_has_room(ep, ep->tx.msg_wrs + 1))) {
-        iface->stats.tx_queue_full += count;
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    return UCS_OK;
-}
-
-/* Set while this thread runs the hold timer's post (hipower_ep_hold.c) */
-extern __thread int uct_hipower_hold_posting_here;
-
-/* While the bundle window is on, an endpoint operation starts: marked,
- * then clear of the hold timer (hipower_ep_hold.c says why). The count is
- * an atomic add: UCP's wire-up creates and destroys endpoints from UCX's
- * async thread while the user's thread sends. An operation called from
- * within the timer's post (an error handler of an endpoint whose post
- * failed) does not wait for it: it runs in the timer's own thread, which
- * would never get back to end the post. */
-static UCS_F_ALWAYS_INLINE void
-uct_hipower_held_enter(uct_hipower_iface_t *iface)
-{
-    (void)__atomic_add_fetch(&iface->tx.hold_ops, 1, __ATOMIC_SEQ_CST);
-    while (ucs_unlikely(__atomic_load_n(&iface->tx.hold_posting,
-                                        __ATOMIC_SEQ_CST)) &&
-           !uct_hipower_hold_posting_here) {
-        sched_yield();
-    }
-}
-
-static UCS_F_ALWAYS_INLINE void
-uct_hipower_held_leave(uct_hipower_iface_t *iface)
-{
-    /* Sequentially consistent, as the async thread's look at hold_ops
-     * after it marks post_due: if it saw this operation, this sees the
-     * mark, and the bundles it could not post go here, at the end of the
-     * call (not from an operation inside progress, or inside the async
-     * thread's own post: those post them when they finish) */
-    if ((__atomic_sub_fetch(&iface->tx.hold_ops, 1, __ATOMIC_SEQ_CST) == 0) &&
-        ucs_unlikely(__atomic_load_n(&iface->tx.post_due, __ATOMIC_SEQ_CST)) &&
-        !iface->tx.in_progress && !uct_hipower_hold_posting_here) {
-        uct_hipower_iface_hold_due(iface);
-    }
-}
-
-/* A wrapper of an endpoint operation for the bundle window: the plain one
- * (@a _op, inlined where it is an inline body), between held_enter and
- * held_leave (hipower_ep_hold.c says why) */
-#define UCT_HIPOWER_HELD_WRAPPER(_scope, _type, _name, _op, _params, _args) \
-    _scope _type _name _params \
-    { \
-        uct_hipower_iface_t *_iface = ucs_derived_of(tl_ep->iface, \
-                                                     uct_hipower_iface_t); \
-        _type _ret; \
-        \
-        uct_hipower_held_enter(_iface); \
-        _ret = _op _args; \
-        uct_hipower_held_leave(_iface); \
-        return _ret; \
-    }
-
-/* The window holds a send: the completion of the frame ahead of it must
- * be seen without the sender, so the send CQ is armed for the async
- * thread if it is not; and the safety timer must run (hipower_ep_hold.c) */
-static UCS_F_ALWAYS_INLINE void
-uct_hipower_ep_hold(uct_hipower_iface_t *iface, int count)
-{
-    iface->stats.tx_window += count;
-    iface->tx.hold_seen     = 1;
-    if (ucs_unlikely(!*(volatile int*)&iface->tx.armed)) {
-        uct_hipower_iface_hold_arm(iface);
-    }
-    if (ucs_unlikely(uct_hipower_timer_state(&iface->tx.hold_timer) ==
-                     UCT_HIPOWER_TIMER_IDLE)) {
-        uct_hipower_iface_hold_start(iface);
-    }
-}
-
-/*
- * uct_hipower_ep_tx_room() for a frame of short or bcopy active messages,
- * which may wait in the endpoint's bundle: it also needs the bundle window
- * open (UCX_HIPOWER_BUNDLE_WINDOW: few requests in flight), or it waits
- * for the completion that opens it, and the messages after it join it.
- * Zero-copy frames, which cannot be bundled, do not look at the window.
- */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_hipower_ep_tx_am_room(uct_hipower_ep_t *ep, int count)
-{
-    ucs_status_t status;
-
-    status = uct_hipower_ep_tx_room(ep, count);
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
-    }
-
-    if (ucs_unlikely(hipower_txwin_full(&ep->tx.win,
-                                        ep->txqp.txq.acked_sn))) {
-        uct_hipower_ep_hold(uct_hipower_ep_iface(ep), count);
-        return UCS_ERR_NO_RESOURCE;
-    }
-    return UCS_OK;
-}
+/* The bundle window's marks: hipower_ep_hold.h; bundles: hipower_ep_bundle.h */
 
 /* Takes the next peer slot and posts a frame of @a length bytes at
  * @a data in @a op's buffer, the trailer right after them in the same
@@ -255,70 +122,6 @@ uct_hipower_ep_tx_am_room(uct_hipower_ep_t *ep, int count)
 ucs_status_t uct_hipower_ep_send_frame(uct_hipower_ep_t *ep, void *data,
                                        uint32_t length, uint8_t am_id,
                                        uct_hipower_tx_op_t *op);
-
-/* Bundles (hipower_ep_bundle.c) */
-
-/* The frame kinds of a filled slot (hipower_ep_am.c's send_msg) */
-#define UCT_HIPOWER_FILL_FIRST   2
-#define UCT_HIPOWER_FILL_APPEND  1
-
-/* Posts the first batch of a filled slot, @a size bytes at @a data in
- * @a op's buffer (records and footer, room for the trailer after them), as
- * the frame of the peer's next slot, its trailer counting one batch; the
- * caller checked the slot and the room */
-ucs_status_t uct_hipower_ep_send_fill_first(uct_hipower_ep_t *ep, void *data,
-                                            uint32_t size,
-                                            uct_hipower_tx_op_t *op);
-
-/* Posts a batch of @a size bytes at @a data in @a op's buffer (records and
- * footer, room for the trailer after them) into the peer's slot our
- * bundles fill, below its batches so far, and the slot's trailer after it
- * (hipower_ep_am.c); the caller checked uct_hipower_ep_fill_takes() and
- * the room for three work requests */
-ucs_status_t uct_hipower_ep_send_batch(uct_hipower_ep_t *ep, void *data,
-                                       uint32_t size, uct_hipower_tx_op_t *op);
-
-/* Posts the open bundle if a slot and room are there, and with
- * @a windowed, the bundle window is open (uct_hipower_ep_tx_am_room()):
- * UCS_OK when none stays open, UCS_ERR_NO_RESOURCE while it waits, or the
- * post's error. Unwindowed when nothing more will join it or it must go
- * now: it is full, a flush, an arm or an operation that is not bundled
- * waits for it. */
-ucs_status_t uct_hipower_ep_bundle_post(uct_hipower_ep_t *ep, int windowed);
-
-/* Opens a bundle (UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN), empty; the endpoint is
- * listed for progress, which posts it once there is room */
-ucs_status_t uct_hipower_ep_bundle_open(uct_hipower_ep_t *ep);
-
-/*
- * Appends an active message (@a hdr_length bytes of @a hdr, then
- * @a length bytes of @a data) to the open bundle, opening one if none is;
- * then posts the bundle if it can go now. UCS_ERR_NO_RESOURCE, with nothing
- * changed, if it does not fit.
- */
-ucs_status_t uct_hipower_ep_bundle_add(uct_hipower_ep_t *ep, uint8_t am_id,
-                                       const void *hdr, unsigned hdr_length,
-                                       const void *data, unsigned length);
-
-/* Drops the open bundle, unsent (the endpoint failed, was canceled or is
- * destroyed): its messages are lost, as posted ones are then */
-void uct_hipower_ep_bundle_drop(uct_hipower_ep_t *ep);
-
-/* The endpoint is destroyed: the open bundle is posted if it can go now,
- * else dropped; no error is reported */
-void uct_hipower_ep_bundle_leave(uct_hipower_ep_t *ep);
-
-/* Before an operation that is not bundled (zero-copy, RMA) or a flush:
- * the open bundle goes first, window or not, or the operation waits
- * (UCS_ERR_NO_RESOURCE) */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_hipower_ep_bundle_first(uct_hipower_ep_t *ep)
-{
-    if (ucs_likely(!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN))) {
-        return UCS_OK;
-    }
-    return uct_hipower_ep_bundle_post(ep, 0);
-}
 
 /* Wakeup: posts @a count receives for the peer's wake-up writes */
 ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
@@ -447,55 +250,6 @@ void uct_hipower_iface_pool_used(uct_hipower_iface_t *iface);
 /* Recomputes an active endpoint's share after the active set changed */
 void uct_hipower_iface_pool_update(uct_hipower_iface_t *iface);
 
-/*
- * A short or bcopy message joined the open bundle (hipower_bundle_append()):
- * the bundle goes now if it can (uct_hipower_ep_bundle_post(), windowed).
- * Under load it mostly cannot -- no slot or no room came back since it
- * opened, or the window is still full -- and that is decided here without
- * a call; progress, flush, arm and the hold timer post it later (the
- * endpoint is listed for progress while its bundle is open). A gathering
- * pending dispatch posts it when all its requests have joined.
- */
-static UCS_F_ALWAYS_INLINE void uct_hipower_ep_bundle_joined(uct_hipower_ep_t *ep)
-{
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_GATHER) {
-        return;
-    }
-
-    if (ucs_likely(!uct_hipower_ep_tx_granted(ep))) {
-        if (hipower_txwin_full(&ep->tx.win, ep->txqp.txq.acked_sn)) {
-            /* Held by the window (asked first: with the window on, that is
-             * what holds a bundle under load): its deadline must run. The
-             * timer posts the bundle once there is a slot and room too. */
-            uct_hipower_ep_hold(uct_hipower_ep_iface(ep), 0);
-            return;
-        }
-        if ((hipower_tx_ring_free(&ep->tx.ring) == 0) ||
-            !uct_hipower_ep_has_room(ep, ep->tx.msg_wrs + 1)) {
-            return;
-        }
-    }
-
-    /* Room came back, or a new run was granted (adopted there) */
-    (void)uct_hipower_ep_bundle_post(ep, 1);
-}
-
-/* Copies a message (@a hdr_length bytes of @a hdr, then @a length bytes of
- * @a data) into the open bundle, which has room for it, and lets the
- * bundle go if it can (uct_hipower_ep_bundle_joined()) */
-static UCS_F_ALWAYS_INLINE void
-uct_hipower_ep_bundle_copy_in(uct_hipower_ep_t *ep, uint8_t am_id,
-                              const void *hdr, unsigned hdr_length,
-                              const void *data, unsigned length)
-{
-    uint8_t *dst = hipower_bundle_append(&ep->tx.bundle.frame, am_id,
-                                         hdr_length + length);
-
-    memcpy(dst, hdr, hdr_length);
-    memcpy(dst + hdr_length, data, length);
-    uct_hipower_ep_bundle_joined(ep);
-}
-
 /* Delivers the messages that have arrived; returns how many */
 unsigned uct_hipower_ep_rx_progress(uct_hipower_ep_t *ep);
 
@@ -528,22 +282,6 @@ int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep);
 /* Push mode: writes the bitmap word of messages not yet announced */
 ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep);
 
-/* The RDMA_READs of a peer's bitmaps: consumed (recycle), published (pull) */
-void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep);
-
-/*
- * The recycle READ built in @a wr and @a sge to end a chain of @a nwr
- * requests (the message whose slot made it due, and the READ: one
- * doorbell). Returns its op, or NULL if it cannot go now. After the chain
- * went out, uct_hipower_ep_recycle_read_posted() marks it outstanding; if
- * it did not, the op goes back to its pool (ucs_mpool_put_inline()).
- */
-uct_hipower_tx_op_t *
-uct_hipower_ep_recycle_read_wr(uct_hipower_ep_t *ep, struct ibv_send_wr *wr,
-                               struct ibv_sge *sge, unsigned nwr);
-void uct_hipower_ep_recycle_read_posted(uct_hipower_ep_t *ep,
-                                        uct_hipower_tx_op_t *op);
-void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep);
 
 
 /* Drains and frees the QP records of destroyed endpoints that are done;

@@ -327,3 +327,57 @@ unsigned uct_hipower_iface_post_bundles(uct_hipower_iface_t *iface)
 {
     return uct_hipower_iface_post_bundles_before(iface, 1, 0);
 }
+
+/* The bundle window's start, when it holds a send: the hold timer (the
+ * safety net) and the send CQ's arm for UCX's async thread; the rest of
+ * the window, which posts what they found, is hipower_ep_hold.c */
+
+void uct_hipower_iface_hold_start(uct_hipower_iface_t *iface)
+{
+    ucs_status_t status;
+
+    status = uct_hipower_timer_start(&iface->tx.hold_timer);
+    if (status != UCS_OK) {
+        /* Held bundles still go at the completion event, and at the
+         * sender's progress, flush and arm */
+        ucs_warn("hipower %s: no timer for UCX_" UCT_HIPOWER_CONFIG_PREFIX
+                 "BUNDLE_HOLD_TIME (%s): a bundle whose completion event is "
+                 "lost waits for the sender's next call", iface->dev_name,
+                 ucs_status_string(status));
+    }
+}
+
+void uct_hipower_iface_hold_arm(uct_hipower_iface_t *iface)
+{
+    unsigned polled;
+
+    if (!iface->tx.flush_async) {
+        return; /* The timer and the sender's calls only */
+    }
+
+    /* Set before the arm: the event clears it (step 1) */
+    __atomic_store_n(&iface->tx.armed, 1, __ATOMIC_SEQ_CST);
+    if (uct_hipower_cq_arm(&iface->verbs, iface->cq) != UCS_OK) {
+        __atomic_store_n(&iface->tx.armed, 0, __ATOMIC_SEQ_CST);
+        return; /* Reported; the timer posts */
+    }
+    iface->stats.tx_hold_arms++;
+
+    /* A completion that came before the arm made no event: the frame
+     * ahead may be done already (a sender that computed since it posted
+     * it, with no progress call to see it). What is there is set aside
+     * for the next poll (it cannot be handled inside a send), and the
+     * held bundles go at the end of this call (uct_hipower_held_leave()).
+     * So they do if completions were set aside before and not handled
+     * yet: the window, which counts only handled ones, may be waiting for
+     * one of those (found by bundle_window_event: a silent sender's last
+     * bundle held for ever, its frame ahead done and set aside by an
+     * earlier arm) */
+    polled = uct_hipower_cq_stash_poll(&iface->verbs, iface->cq, 0);
+    iface->stats.tx_completions += polled;
+    if ((polled == 0) &&
+        (uct_hipower_cq_stash_count(&iface->verbs) == 0)) {
+        return;
+    }
+    __atomic_store_n(&iface->tx.post_due, 1, __ATOMIC_SEQ_CST);
+}

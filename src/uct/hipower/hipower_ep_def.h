@@ -117,12 +117,28 @@ struct uct_hipower_ep;
 typedef struct uct_hipower_ep_hooks {
     /* The failure fan-out (uct_hipower_ep_set_failed()) */
     ucs_status_t (*failed)(struct uct_hipower_ep *ep, ucs_status_t status);
-    /* An endpoint made from an interface address is used: its handshake
-     * starts (uct_hipower_cm_ep_start()) */
-    void         (*connect)(struct uct_hipower_ep *ep);
     /* A probe of the peer, as uct_ep_check() (uct_hipower_ep_check()) */
     ucs_status_t (*check)(struct uct_hipower_ep *ep);
+    /* A completion of its QP (uct_hipower_ep_tx_completion()), for the
+     * hold timer's reap */
+    void         (*completed)(struct uct_hipower_ep *ep, struct ibv_wc *wc);
 } uct_hipower_ep_hooks_t;
+
+/* What the connection manager does for the endpoints it makes (all of
+ * them: UCT's ep_create is hipower_cm.c's, which sets this table on each),
+ * reached without naming it */
+typedef struct uct_hipower_ep_owner_ops {
+    /* One made from an interface address is used: its handshake starts */
+    void         (*start)(struct uct_hipower_ep *ep);
+    /* It failed or its peer closed: 1 if it is internal (nobody to
+     * report to; progress destroys it), 0 if the user's */
+    int          (*gone)(struct uct_hipower_ep *ep);
+    /* Before it goes: its handshake and matching entry */
+    void         (*cleanup)(struct uct_hipower_ep *ep);
+    /* News for progress (a failure to report): wakes a process asleep in
+     * the interface's event fd */
+    void         (*wake)(struct uct_hipower_ep *ep);
+} uct_hipower_ep_owner_ops_t;
 
 
 typedef struct uct_hipower_ep {
@@ -252,6 +268,7 @@ typedef struct uct_hipower_ep {
     /* Connected through the interface's handshake (hipower_cm.h) */
     uct_hipower_ep_cm_t          cm;
     const uct_hipower_ep_hooks_t *hooks;     /* hipower_ep.c's */
+    const uct_hipower_ep_owner_ops_t *owner; /* hipower_cm.c's */
 } uct_hipower_ep_t;
 
 

@@ -972,3 +972,25 @@ void uct_hipower_ep_tx_ask(uct_hipower_ep_t *ep)
         uct_hipower_ep_tx_run_req(ep);
     }
 }
+
+void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep)
+{
+    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) {
+        /* A peer that closed its endpoint releases nothing more, and no READ
+         * goes to it: a request of the user's must be out to fail and say
+         * so (the probe of uct_ep_check(), if none is), or a sender waiting
+         * for a slot would wait forever */
+        uct_hipower_ep_probe(ep);
+        return;
+    }
+
+    if (ucs_unlikely(ep->tx.ring.num_slots == 0)) {
+        /* No run at the peer (hipower_ep_grant.c): ask for one */
+        if (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) {
+            uct_hipower_ep_tx_ask(ep);
+        }
+        return;
+    }
+
+    uct_hipower_ep_post_recycle_read(ep);
+}

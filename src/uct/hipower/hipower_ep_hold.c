@@ -56,129 +56,6 @@
 
 __thread int uct_hipower_hold_posting_here = 0;
 
-/* One wrapper per endpoint operation: the plain one, marked */
-#define UCT_HIPOWER_HELD_OP(_type, _name, _params, _args) \
-    UCT_HIPOWER_HELD_WRAPPER(static, _type, uct_hipower_held_##_name, \
-                             uct_hipower_##_name, _params, _args)
-
-/* am_short and am_bcopy have theirs in hipower_ep_am.c, with the plain
- * ones inlined: they are the hot path under load */
-
-UCT_HIPOWER_HELD_OP(ucs_status_t, ep_am_zcopy,
-                    (uct_ep_h tl_ep, uint8_t id, const void *header,
-                     unsigned header_length, const uct_iov_t *iov,
-                     size_t iovcnt, unsigned flags, uct_completion_t *comp),
-                    (tl_ep, id, header, header_length, iov, iovcnt, flags,
-                     comp))
-
-UCT_HIPOWER_HELD_OP(ucs_status_t, ep_put_short,
-                    (uct_ep_h tl_ep, const void *buffer, unsigned length,
-                     uint64_t remote_addr, uct_rkey_t rkey),
-                    (tl_ep, buffer, length, remote_addr, rkey))
-
-UCT_HIPOWER_HELD_OP(ssize_t, ep_put_bcopy,
-                    (uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
-                     uint64_t remote_addr, uct_rkey_t rkey),
-                    (tl_ep, pack_cb, arg, remote_addr, rkey))
-
-UCT_HIPOWER_HELD_OP(ucs_status_t, ep_put_zcopy,
-                    (uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                     uint64_t remote_addr, uct_rkey_t rkey,
-                     uct_completion_t *comp),
-                    (tl_ep, iov, iovcnt, remote_addr, rkey, comp))
-
-UCT_HIPOWER_HELD_OP(ucs_status_t, ep_get_bcopy,
-                    (uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb,
-                     void *arg, size_t length, uint64_t remote_addr,
-                     uct_rkey_t rkey, uct_completion_t *comp),
-                    (tl_ep, unpack_cb, arg, length, remote_addr, rkey, comp))
-
-UCT_HIPOWER_HELD_OP(ucs_status_t, ep_get_zcopy,
-                    (uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                     uint64_t remote_addr, uct_rkey_t rkey,
-                     uct_completion_t *comp),
-                    (tl_ep, iov, iovcnt, remote_addr, rkey, comp))
-
-UCT_HIPOWER_HELD_OP(ucs_status_t, ep_atomic64_post,
-                    (uct_ep_h tl_ep, unsigned opcode, uint64_t value,
-                     uint64_t remote_addr, uct_rkey_t rkey),
-                    (tl_ep, opcode, value, remote_addr, rkey))
-
-UCT_HIPOWER_HELD_OP(ucs_status_t, ep_atomic64_fetch,
-                    (uct_ep_h tl_ep, unsigned opcode, uint64_t value,
-                     uint64_t *result, uint64_t remote_addr, uct_rkey_t rkey,
-                     uct_completion_t *comp),
-                    (tl_ep, opcode, value, result, remote_addr, rkey, comp))
-
-UCT_HIPOWER_HELD_OP(ucs_status_t, ep_atomic_cswap64,
-                    (uct_ep_h tl_ep, uint64_t compare, uint64_t swap,
-                     uint64_t remote_addr, uct_rkey_t rkey, uint64_t *result,
-                     uct_completion_t *comp),
-                    (tl_ep, compare, swap, remote_addr, rkey, result, comp))
-
-UCT_HIPOWER_HELD_OP(ucs_status_t, ep_pending_add,
-                    (uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags),
-                    (tl_ep, req, flags))
-
-UCT_HIPOWER_HELD_OP(ucs_status_t, ep_flush,
-                    (uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp),
-                    (tl_ep, flags, comp))
-
-UCT_HIPOWER_HELD_OP(ucs_status_t, ep_check,
-                    (uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp),
-                    (tl_ep, flags, comp))
-
-UCT_HIPOWER_HELD_OP(ucs_status_t, ep_fence,
-                    (uct_ep_h tl_ep, unsigned flags), (tl_ep, flags))
-
-UCT_HIPOWER_HELD_OP(ucs_status_t, ep_connect_to_ep,
-                    (uct_ep_h tl_ep, const uct_device_addr_t *dev_addr,
-                     const uct_ep_addr_t *ep_addr),
-                    (tl_ep, dev_addr, ep_addr))
-
-#if HIPOWER_UCX_IFACE_OPS_V2
-UCT_HIPOWER_HELD_OP(ucs_status_t, ep_connect_to_ep_v2,
-                    (uct_ep_h tl_ep, const uct_device_addr_t *dev_addr,
-                     const uct_ep_addr_t *ep_addr,
-                     const uct_ep_connect_to_ep_params_t *params),
-                    (tl_ep, dev_addr, ep_addr, params))
-#endif
-
-static void uct_hipower_held_ep_pending_purge(uct_ep_h tl_ep,
-                                              uct_pending_purge_callback_t cb,
-                                              void *arg)
-{
-    uct_hipower_iface_t *iface = ucs_derived_of(tl_ep->iface,
-                                                uct_hipower_iface_t);
-
-    uct_hipower_held_enter(iface);
-    uct_hipower_ep_pending_purge(tl_ep, cb, arg);
-    uct_hipower_held_leave(iface);
-}
-
-static ucs_status_t uct_hipower_held_ep_create(const uct_ep_params_t *params,
-                                               uct_ep_h *ep_p)
-{
-    uct_hipower_iface_t *iface = ucs_derived_of(params->iface,
-                                                uct_hipower_iface_t);
-    ucs_status_t status;
-
-    uct_hipower_held_enter(iface);
-    status = uct_hipower_ep_create(params, ep_p);
-    uct_hipower_held_leave(iface);
-    return status;
-}
-
-static void uct_hipower_held_ep_destroy(uct_ep_h tl_ep)
-{
-    uct_hipower_iface_t *iface = ucs_derived_of(tl_ep->iface,
-                                                uct_hipower_iface_t);
-
-    uct_hipower_held_enter(iface);
-    UCS_CLASS_DELETE_FUNC_NAME(uct_hipower_ep_t)(tl_ep);
-    uct_hipower_held_leave(iface);
-}
-
 static void uct_hipower_iface_hold_reap(uct_hipower_iface_t *iface);
 
 /* Posts the bundles held for a whole tick (uct_hipower_iface_post_bundles():
@@ -244,25 +121,11 @@ static void uct_hipower_iface_hold_timer(void *arg)
     uct_hipower_iface_hold_leave(iface);
 }
 
-void uct_hipower_iface_hold_start(uct_hipower_iface_t *iface)
-{
-    ucs_status_t status;
-
-    status = uct_hipower_timer_start(&iface->tx.hold_timer);
-    if (status != UCS_OK) {
-        /* Held bundles still go at the completion event, and at the
-         * sender's progress, flush and arm */
-        ucs_warn("hipower %s: no timer for UCX_" UCT_HIPOWER_CONFIG_PREFIX
-                 "BUNDLE_HOLD_TIME (%s): a bundle whose completion event is "
-                 "lost waits for the sender's next call", iface->dev_name,
-                 ucs_status_string(status));
-    }
-}
-
 /*
  * The flush on completion. A held bundle waits for the completion of the
  * frame ahead of it (the window's last frame, always signaled). The first
- * send the window holds arms the send CQ (uct_hipower_iface_hold_arm());
+ * send the window holds arms the send CQ (uct_hipower_iface_hold_arm(),
+ * hipower_ep_bundle.c);
  * the completion makes an event on the send CQ's own channel, which UCX's
  * async thread watches:
  *  1. uct_hipower_iface_tx_event(), a handler without an async context, so
@@ -354,7 +217,7 @@ static int uct_hipower_iface_hold_wc(void *arg, struct ibv_wc *wc)
             return 0;
         }
     }
-    uct_hipower_ep_tx_completion(ep, wc);
+    ep->hooks->completed(ep, wc);
     return 1;
 }
 
@@ -425,41 +288,6 @@ void uct_hipower_iface_hold_due(uct_hipower_iface_t *iface)
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
 }
 
-void uct_hipower_iface_hold_arm(uct_hipower_iface_t *iface)
-{
-    unsigned polled;
-
-    if (!iface->tx.flush_async) {
-        return; /* The timer and the sender's calls only */
-    }
-
-    /* Set before the arm: the event clears it (step 1) */
-    __atomic_store_n(&iface->tx.armed, 1, __ATOMIC_SEQ_CST);
-    if (uct_hipower_cq_arm(&iface->verbs, iface->cq) != UCS_OK) {
-        __atomic_store_n(&iface->tx.armed, 0, __ATOMIC_SEQ_CST);
-        return; /* Reported; the timer posts */
-    }
-    iface->stats.tx_hold_arms++;
-
-    /* A completion that came before the arm made no event: the frame
-     * ahead may be done already (a sender that computed since it posted
-     * it, with no progress call to see it). What is there is set aside
-     * for the next poll (it cannot be handled inside a send), and the
-     * held bundles go at the end of this call (uct_hipower_held_leave()).
-     * So they do if completions were set aside before and not handled
-     * yet: the window, which counts only handled ones, may be waiting for
-     * one of those (found by bundle_window_event: a silent sender's last
-     * bundle held for ever, its frame ahead done and set aside by an
-     * earlier arm) */
-    polled = uct_hipower_cq_stash_poll(&iface->verbs, iface->cq, 0);
-    iface->stats.tx_completions += polled;
-    if ((polled == 0) &&
-        (uct_hipower_cq_stash_count(&iface->verbs) == 0)) {
-        return;
-    }
-    __atomic_store_n(&iface->tx.post_due, 1, __ATOMIC_SEQ_CST);
-}
-
 void uct_hipower_iface_hold_drain(uct_hipower_iface_t *iface)
 {
     /* The bundles an event read here was for went before (the arm posts
@@ -523,41 +351,10 @@ err_close:
 
 void uct_hipower_iface_hold_init(uct_hipower_iface_t *iface)
 {
-    uct_iface_ops_t *ops = &iface->super.super.ops;
-
     /* (The marks were cleared with the rest of tx) */
     uct_hipower_timer_init(&iface->tx.hold_timer, iface->super.worker->async,
                            iface->config.bundle_hold_time,
                            uct_hipower_iface_hold_timer, iface);
-    if (iface->config.bundle_window == 0) {
-        return;
-    }
-
-    ops->ep_am_short       = uct_hipower_held_ep_am_short;
-    ops->ep_am_bcopy       = uct_hipower_held_ep_am_bcopy;
-    ops->ep_am_zcopy       = uct_hipower_held_ep_am_zcopy;
-    ops->ep_put_short      = uct_hipower_held_ep_put_short;
-    ops->ep_put_bcopy      = uct_hipower_held_ep_put_bcopy;
-    ops->ep_put_zcopy      = uct_hipower_held_ep_put_zcopy;
-    ops->ep_get_bcopy      = uct_hipower_held_ep_get_bcopy;
-    ops->ep_get_zcopy      = uct_hipower_held_ep_get_zcopy;
-    ops->ep_atomic64_post  = uct_hipower_held_ep_atomic64_post;
-    ops->ep_atomic64_fetch = uct_hipower_held_ep_atomic64_fetch;
-    ops->ep_atomic_cswap64 = uct_hipower_held_ep_atomic_cswap64;
-    ops->ep_pending_add    = uct_hipower_held_ep_pending_add;
-    ops->ep_pending_purge  = uct_hipower_held_ep_pending_purge;
-    ops->ep_flush          = uct_hipower_held_ep_flush;
-    ops->ep_fence          = uct_hipower_held_ep_fence;
-    ops->ep_check          = uct_hipower_held_ep_check;
-    ops->ep_create         = uct_hipower_held_ep_create;
-    ops->ep_destroy        = uct_hipower_held_ep_destroy;
-    ops->ep_connect_to_ep  = uct_hipower_held_ep_connect_to_ep;
-#if HIPOWER_UCX_IFACE_OPS_V2
-    iface->tx.held_internal_ops                     = *iface->super.internal_ops;
-    iface->tx.held_internal_ops.ep_connect_to_ep_v2 =
-            uct_hipower_held_ep_connect_to_ep_v2;
-    iface->super.internal_ops = &iface->tx.held_internal_ops;
-#endif
 }
 
 void uct_hipower_iface_hold_cleanup(uct_hipower_iface_t *iface)

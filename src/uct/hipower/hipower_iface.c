@@ -9,6 +9,7 @@
 #include "hipower_ep.h"
 #include "hipower_verbs.h"
 #include "hipower_tx_cq.h"
+#include "hipower_held.h"
 
 #include <uct/base/uct_component.h>
 #include <ucs/async/async.h>
@@ -1172,6 +1173,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->config.bundle_hold_time  = config->bundle_hold_time;
     /* With the window on, the endpoint ops are wrapped (hipower_ep_hold.c) */
     uct_hipower_iface_hold_init(self);
+    uct_hipower_iface_held_init(self);
     self->config.print_stats       = config->print_stats;
     self->verbs.qp.gid_index         = config->gid_index;
     self->verbs.qp.sl                = config->sl;

@@ -132,7 +132,7 @@ ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep)
         if (ucs_unlikely(ep->cm.state == UCT_HIPOWER_CM_IDLE)) {
             /* Made from the peer's interface address and used for the
              * first time: its handshake starts (hipower_cm.c) */
-            ep->hooks->connect(ep);
+            ep->owner->start(ep);
         }
         return (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ? UCS_OK :
                UCS_ERR_NO_RESOURCE;
@@ -157,4 +157,156 @@ ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep)
     ep->tx.hello_sn = ep->txqp.txq.sn - 1;
     iface->stats.rdma_writes++;
     return UCS_OK;
+}
+
+/* Releases what an operation record held, and the record */
+void uct_hipower_op_release(uct_hipower_tx_op_t *op)
+{
+    ucs_mpool_put_inline(op);
+}
+
+/*
+ * One RDMA_READ of a peer bitmap into @a local, built in @a wr and @a sge
+ * for a chain of @a nwr requests that ends with it; @a flag marks it
+ * outstanding (one at a time, so copies are applied in the order read).
+ * Never to a peer that closed its endpoint. Returns the op it completes,
+ * NULL if it cannot go now.
+ */
+static uct_hipower_tx_op_t *
+uct_hipower_ep_bitmap_read_wr(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
+                              uint32_t flag, void *local, uint32_t num_slots,
+                              uint32_t lkey, uint64_t remote_addr,
+                              struct ibv_send_wr *wr, struct ibv_sge *sge,
+                              unsigned nwr)
+{
+    uct_hipower_tx_op_t *op;
+
+    if ((ep->flags & flag) || !(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) ||
+        (ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
+                      UCT_HIPOWER_EP_FLAG_CANCELED |
+                      UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ||
+        !uct_hipower_ep_has_room(ep, nwr)) {
+        return NULL;
+    }
+
+    op = uct_hipower_ep_op_get(ep, type, NULL);
+    if (op == NULL) {
+        return NULL;
+    }
+
+    op->u.taken_at_read     = hipower_tx_ring_taken(&ep->tx.ring);
+    sge->addr               = (uintptr_t)local;
+    sge->length             = HIPOWER_BITMAP_WORDS(num_slots) *
+                              sizeof(hipower_bitmap_word_t);
+    sge->lkey               = lkey;
+    wr->opcode              = IBV_WR_RDMA_READ;
+    wr->send_flags          = 0;
+    wr->sg_list             = sge;
+    wr->num_sge             = 1;
+    wr->next                = NULL;
+    wr->wr.rdma.remote_addr = remote_addr;
+    wr->wr.rdma.rkey        = ep->peer.ctrl_read_rkey;
+    return op;
+}
+
+/* A chain that ended with the READ of @a op went out: @a flag marks it
+ * outstanding until its completion retires @a op */
+static void uct_hipower_ep_bitmap_read_posted(uct_hipower_ep_t *ep,
+                                              uct_hipower_tx_op_t *op,
+                                              uint32_t flag)
+{
+    op->sn        = ep->txqp.txq.sn - 1;
+    op->msg_count = ep->tx.msgs;
+    ucs_queue_push(&ep->txqp.outstanding, &op->queue);
+    ep->flags |= flag;
+}
+
+/* One signaled RDMA_READ of a peer bitmap, posted alone: see
+ * uct_hipower_ep_bitmap_read_wr(). Returns 1 if posted. */
+static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
+                                           uct_hipower_op_type_t type,
+                                           uint32_t flag, void *local,
+                                           uint32_t num_slots, uint32_t lkey,
+                                           uint64_t remote_addr)
+{
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    uct_hipower_tx_op_t *op;
+
+    op = uct_hipower_ep_bitmap_read_wr(ep, type, flag, local, num_slots, lkey,
+                                       remote_addr, &wr, &sge, 1);
+    if (op == NULL) {
+        return 0;
+    }
+
+    if (uct_hipower_ep_post(ep, &wr, &wr, 1, 1, op) != UCS_OK) {
+        uct_hipower_op_release(op);
+        return 0;
+    }
+
+    ep->flags |= flag;
+    return 1;
+}
+
+/* Where the recycle READ reads: the receiver's consumed bitmap of our
+ * current epoch */
+static UCS_F_ALWAYS_INLINE uint64_t
+uct_hipower_ep_recycle_addr(uct_hipower_ep_t *ep)
+{
+    return ep->peer.consumed_addr + (ep->tx.epoch & 1) *
+           UCT_HIPOWER_BITMAP_WORDS * sizeof(hipower_bitmap_word_t);
+}
+
+/* The receiver's consumed bitmap, so that free slots come back in a batch.
+ * Sending needs a ready peer anyway: this only follows the user's sends. */
+void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep)
+{
+    if ((ep->tx.ring.num_slots > 0) &&
+        uct_hipower_ep_post_bitmap_read(ep, UCT_HIPOWER_OP_RECYCLE_READ,
+                                        UCT_HIPOWER_EP_FLAG_RECYCLE_READ,
+                                        ep->ctrl->peer_consumed,
+                                        ep->tx.ring.num_slots,
+                                        ep->ctrl_local_mr->lkey,
+                                        uct_hipower_ep_recycle_addr(ep))) {
+        uct_hipower_ep_iface(ep)->stats.bitmap_reads++;
+    }
+}
+
+uct_hipower_tx_op_t *
+uct_hipower_ep_recycle_read_wr(uct_hipower_ep_t *ep, struct ibv_send_wr *wr,
+                               struct ibv_sge *sge, unsigned nwr)
+{
+    if (ep->tx.ring.num_slots == 0) {
+        return NULL;
+    }
+    return uct_hipower_ep_bitmap_read_wr(ep, UCT_HIPOWER_OP_RECYCLE_READ,
+                                         UCT_HIPOWER_EP_FLAG_RECYCLE_READ,
+                                         ep->ctrl->peer_consumed,
+                                         ep->tx.ring.num_slots,
+                                         ep->ctrl_local_mr->lkey,
+                                         uct_hipower_ep_recycle_addr(ep), wr,
+                                         sge, nwr);
+}
+
+void uct_hipower_ep_recycle_read_posted(uct_hipower_ep_t *ep,
+                                        uct_hipower_tx_op_t *op)
+{
+    uct_hipower_ep_bitmap_read_posted(ep, op,
+                                      UCT_HIPOWER_EP_FLAG_RECYCLE_READ);
+    uct_hipower_ep_iface(ep)->stats.bitmap_reads++;
+}
+
+/* Pull mode: the receiver reads the sender's published bitmap. Of the
+ * transport's own accord, so only once the peer is known to be ready. */
+void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep)
+{
+    if (uct_hipower_ep_may_initiate(ep) &&
+        uct_hipower_ep_post_bitmap_read(ep, UCT_HIPOWER_OP_NOTIFY_READ,
+                                        UCT_HIPOWER_EP_FLAG_NOTIFY_READ,
+                                        ep->ctrl->written_view,
+                                        ep->rx.ring.num_slots,
+                                        ep->ctrl_write.mr->lkey,
+                                        ep->peer.published_addr)) {
+        uct_hipower_ep_iface(ep)->stats.notify_reads++;
+    }
 }

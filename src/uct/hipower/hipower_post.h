@@ -345,4 +345,24 @@ uct_hipower_ep_user_check(uct_hipower_ep_t *ep)
     return UCS_OK;
 }
 
+/* Releases what an operation record held, and the record */
+void uct_hipower_op_release(uct_hipower_tx_op_t *op);
+
+/* The RDMA_READs of a peer's bitmaps: consumed (recycle), published (pull) */
+void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep);
+
+/*
+ * The recycle READ built in @a wr and @a sge to end a chain of @a nwr
+ * requests (the message whose slot made it due, and the READ: one
+ * doorbell). Returns its op, or NULL if it cannot go now. After the chain
+ * went out, uct_hipower_ep_recycle_read_posted() marks it outstanding; if
+ * it did not, the op goes back to its pool (ucs_mpool_put_inline()).
+ */
+uct_hipower_tx_op_t *
+uct_hipower_ep_recycle_read_wr(uct_hipower_ep_t *ep, struct ibv_send_wr *wr,
+                               struct ibv_sge *sge, unsigned nwr);
+void uct_hipower_ep_recycle_read_posted(uct_hipower_ep_t *ep,
+                                        uct_hipower_tx_op_t *op);
+void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep);
+
 #endif

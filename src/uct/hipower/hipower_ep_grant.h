@@ -1,0 +1,56 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifndef UCT_HIPOWER_EP_GRANT_H_
+#define UCT_HIPOWER_EP_GRANT_H_
+
+#include "hipower_post.h"
+
+/*
+ * The sender's side of the slots the receiver grants (hipower_ep_grant.c):
+ * the room for a frame, inline where every send tests it.
+ */
+
+/* Sender: the receiver granted a new run, the next message goes there
+ * (hipower_ep_grant.c) */
+void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep);
+
+/* No free peer slot: a recycle READ, or, to a peer that closed its
+ * endpoint, a request that will fail and report it */
+void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep);
+
+/*
+ * Room for one more active message frame now: a free slot of the peer (in
+ * the run it granted last, which this adopts) and room to post it.
+ * UCS_ERR_NO_RESOURCE otherwise, after asking for slots; @a count: a
+ * refused send, counted in the statistics (not a bundle's retry).
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_hipower_ep_tx_room(uct_hipower_ep_t *ep, int count)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    /* The receiver granted a new run: this message goes there */
+    if (ucs_unlikely(*(volatile uint64_t*)&ep->ctrl->grant.epoch !=
+                     ep->tx.epoch)) {
+        uct_hipower_ep_tx_adopt(ep);
+    }
+
+    if (ucs_unlikely(hipower_tx_ring_free(&ep->tx.ring) == 0)) {
+        iface->stats.pool_empty += count;
+        /* Our next message tells the receiver its run was too small */
+        ep->tx.ack_flags |= HIPOWER_SLOT_ACK_WANTS;
+        uct_hipower_ep_slots_wanted(ep);
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    /* One more: the announce of an unfinished batch, or pull's hello */
+    if (ucs_unlikely(!uct_hipower_ep_has_room(ep, ep->tx.msg_wrs + 1))) {
+        iface->stats.tx_queue_full += count;
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    return UCS_OK;
+}
+
+#endif
