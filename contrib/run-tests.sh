@@ -191,6 +191,8 @@ sched_line=$(sed -n 's/^hipower-sched: \([0-9]* schedules, .*\)/\1/p' unit-tests
 echo "simulated device: ${sched_line:-no schedules ran} (random schedules, oracle after every operation)"
 layers_line=$(sed -n 's/^hipower layers: \(.*\)/\1/p' unit-tests.log | tail -1)
 echo "layout: ${layers_line:-not checked} (test/layers/check-layers)"
+units_line=$(sed -n 's/^hipower units: \([0-9]* circle(s).*\)/\1/p' unit-tests.log | head -1)
+echo "units: ${units_line:-not checked} (test/layers/check-units)"
 coverage_line=$(sed -n 's/^simulator coverage: \([0-9.]*% of .*\)/\1/p' sim-coverage.log | tail -1)
 echo "simulator coverage: ${coverage_line:-not measured} (exit $coverage_rc)"
 # CI keeps only the end of what this prints: a failure's own lines go here

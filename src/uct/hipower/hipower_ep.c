@@ -316,6 +316,28 @@ again:
     return count;
 }
 
+/* Sender, in progress: adopts a grant and sends the no-message frame that
+ * tells the receiver, when nothing else would; writes a run request that
+ * found no room before */
+static void uct_hipower_ep_tx_switch_idle(uct_hipower_ep_t *ep)
+{
+    if (uct_hipower_ep_tx_granted(ep)) {
+        uct_hipower_ep_tx_adopt(ep);
+    }
+
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE) {
+        uct_hipower_ep_tx_run_req(ep);
+    }
+
+    /* A message queued or sent next tells the receiver anyway */
+    if ((ep->tx.ack_flags & HIPOWER_SLOT_ACK_SWITCH) &&
+        ucs_queue_is_empty(&ep->pending_q) &&
+        !(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
+        (uct_hipower_ep_send_none(ep) == UCS_OK)) {
+        uct_hipower_ep_iface(ep)->stats.tx_none++;
+    }
+}
+
 /* What the peer wrote into peer_state, applied; cheap: one local load */
 static void uct_hipower_ep_check_peer_state(uct_hipower_ep_t *ep)
 {
@@ -1114,9 +1136,10 @@ static ucs_status_t uct_hipower_ep_check_hook(uct_hipower_ep_t *ep)
 }
 
 static const uct_hipower_ep_hooks_t uct_hipower_ep_hooks = {
-    .failed    = uct_hipower_ep_set_failed,
-    .check     = uct_hipower_ep_check_hook,
-    .completed = uct_hipower_ep_tx_completion
+    .failed     = uct_hipower_ep_set_failed,
+    .check      = uct_hipower_ep_check_hook,
+    .completed  = uct_hipower_ep_tx_completion,
+    .fill_close = uct_hipower_ep_rx_fill_close
 };
 
 static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)

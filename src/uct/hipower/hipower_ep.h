@@ -10,6 +10,7 @@
 #include "hipower_ep_grant.h"
 #include "hipower_ep_bundle.h"
 #include "hipower_ep_hold.h"
+#include "hipower_tx_frame.h"
 #include "hipower_iface.h"
 #include "hipower_window.h"
 #include "hipower_txq.h"
@@ -115,14 +116,6 @@ void uct_hipower_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t c
 
 /* The bundle window's marks: hipower_ep_hold.h; bundles: hipower_ep_bundle.h */
 
-/* Takes the next peer slot and posts a frame of @a length bytes at
- * @a data in @a op's buffer, the trailer right after them in the same
- * buffer (hipower_ep_am.c); the caller checked the room
- * (uct_hipower_ep_tx_room()). @a op is retired with the frame. */
-ucs_status_t uct_hipower_ep_send_frame(uct_hipower_ep_t *ep, void *data,
-                                       uint32_t length, uint8_t am_id,
-                                       uct_hipower_tx_op_t *op);
-
 /* Wakeup: posts @a count receives for the peer's wake-up writes */
 ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
                                              unsigned count);
@@ -224,20 +217,12 @@ void uct_hipower_ep_rx_release_abandon(uct_hipower_ep_t *ep);
  * holding a run is listed, oldest first, for waiters to take back */
 void uct_hipower_ep_idle_holder(uct_hipower_ep_t *ep, int idle);
 
-/* Sender, in progress: adopts a grant and sends the no-message frame that
- * tells the receiver, when nothing else would; writes a run request that
- * found no room before */
-void uct_hipower_ep_tx_switch_idle(uct_hipower_ep_t *ep);
-
 /* Sender without a run: asks the receiver for one (once per epoch) */
 void uct_hipower_ep_tx_ask(uct_hipower_ep_t *ep);
 
 /* Sender: writes tx.run_req into the receiver's run request word, with an
  * immediate */
 ucs_status_t uct_hipower_ep_tx_run_req(uct_hipower_ep_t *ep);
-
-/* The no-message frame (hipower_ep_am.c) */
-ucs_status_t uct_hipower_ep_send_none(uct_hipower_ep_t *ep);
 
 /* Clears the marks of the run of @a count slots from @a first, just taken
  * from the pool, before it is registered for a peer; returns its address */
@@ -278,11 +263,6 @@ unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep);
 
 /* Dispatches pending requests while resources last; 1 if the queue emptied */
 int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep);
-
-/* Push mode: writes the bitmap word of messages not yet announced */
-ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep);
-
-
 
 /* Drains and frees the QP records of destroyed endpoints that are done;
  * @a force: all of them, now (interface close) */

@@ -5,6 +5,7 @@
 #define UCT_HIPOWER_EP_BUNDLE_H_
 
 #include "hipower_ep_grant.h"
+#include "hipower_tx_frame.h"
 
 /*
  * Bundles (hipower_ep_bundle.c): small messages that wait in the endpoint
@@ -62,26 +63,6 @@ uct_hipower_ep_tx_am_room(uct_hipower_ep_t *ep, int count)
 }
 
 /* Bundles (hipower_ep_bundle.c) */
-
-/* The frame kinds of a filled slot (hipower_ep_am.c's send_msg) */
-#define UCT_HIPOWER_FILL_FIRST   2
-#define UCT_HIPOWER_FILL_APPEND  1
-
-/* Posts the first batch of a filled slot, @a size bytes at @a data in
- * @a op's buffer (records and footer, room for the trailer after them), as
- * the frame of the peer's next slot, its trailer counting one batch; the
- * caller checked the slot and the room */
-ucs_status_t uct_hipower_ep_send_fill_first(uct_hipower_ep_t *ep, void *data,
-                                            uint32_t size,
-                                            uct_hipower_tx_op_t *op);
-
-/* Posts a batch of @a size bytes at @a data in @a op's buffer (records and
- * footer, room for the trailer after them) into the peer's slot our
- * bundles fill, below its batches so far, and the slot's trailer after it
- * (hipower_ep_am.c); the caller checked uct_hipower_ep_fill_takes() and
- * the room for three work requests */
-ucs_status_t uct_hipower_ep_send_batch(uct_hipower_ep_t *ep, void *data,
-                                       uint32_t size, uct_hipower_tx_op_t *op);
 
 /* Posts the open bundle if a slot and room are there, and with
  * @a windowed, the bundle window is open (uct_hipower_ep_tx_am_room()):

@@ -122,6 +122,10 @@ typedef struct uct_hipower_ep_hooks {
     /* A completion of its QP (uct_hipower_ep_tx_completion()), for the
      * hold timer's reap */
     void         (*completed)(struct uct_hipower_ep *ep, struct ibv_wc *wc);
+    /* The peer moved to another run: the filled slot at the ring's head
+     * is done with @a final batches (uct_hipower_ep_rx_fill_close()), for
+     * the pool's run switch */
+    unsigned     (*fill_close)(struct uct_hipower_ep *ep, uint32_t final);
 } uct_hipower_ep_hooks_t;
 
 /* What the connection manager does for the endpoints it makes (all of

@@ -719,7 +719,7 @@ static int uct_hipower_ep_rx_release_done(uct_hipower_ep_t *ep)
     /* Its request came after everything it wrote into the run: a filled
      * slot still open there is done, with the count the request says */
     ucs_memory_cpu_load_fence();
-    uct_hipower_ep_rx_fill_close(ep, hipower_run_req_fill(req));
+    ep->hooks->fill_close(ep, hipower_run_req_fill(req));
     if (ep->flags & (UCT_HIPOWER_EP_FLAG_BAD_FRAME |
                      UCT_HIPOWER_EP_FLAG_FAILED)) {
         return 0; /* Fails (or gives its runs back) at the walk's end */
@@ -773,25 +773,6 @@ void uct_hipower_ep_rx_run_req(uct_hipower_ep_t *ep)
     }
 }
 
-void uct_hipower_ep_tx_switch_idle(uct_hipower_ep_t *ep)
-{
-    if (uct_hipower_ep_tx_granted(ep)) {
-        uct_hipower_ep_tx_adopt(ep);
-    }
-
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE) {
-        uct_hipower_ep_tx_run_req(ep);
-    }
-
-    /* A message queued or sent next tells the receiver anyway */
-    if ((ep->tx.ack_flags & HIPOWER_SLOT_ACK_SWITCH) &&
-        ucs_queue_is_empty(&ep->pending_q) &&
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
-        (uct_hipower_ep_send_none(ep) == UCS_OK)) {
-        uct_hipower_ep_iface(ep)->stats.tx_none++;
-    }
-}
-
 int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
@@ -816,7 +797,7 @@ int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)
     ack_word  = hipower_slot_trailer_ack_word(
                     UCS_PTR_BYTE_OFFSET(uct_hipower_ep_rx_granted_first(ep),
                                         layout->trailer_offset));
-    uct_hipower_ep_rx_fill_close(ep, hipower_slot_ack_fill_count(ack_word));
+    ep->hooks->fill_close(ep, hipower_slot_ack_fill_count(ack_word));
     if (ep->flags & (UCT_HIPOWER_EP_FLAG_BAD_FRAME |
                      UCT_HIPOWER_EP_FLAG_FAILED)) {
         return 0; /* Fails (or gives its runs back) at the walk's end */
