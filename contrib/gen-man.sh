@@ -2,7 +2,7 @@
 # Writes docs/man/hipower.7, the manual page of every UCX_HIPOWER_*
 # variable, from the transport's own configuration table as this build's
 # plugin reports it (ucx_info -c -f under hipower-run): its text, syntax and
-# default are the ucs_config_field_t entries of hipower_iface.c and
+# default are the ucs_config_field_t entries of hipower_config.c and
 # hipower_md.c, so the page says what the code does, not what someone
 # remembered. The page's other sections are below, in this script.
 #

@@ -10,6 +10,7 @@
 #include <ucs/datastruct/conn_match.h>
 #include <ucs/datastruct/list.h>
 #include <ucs/time/time_def.h>
+#include <sys/socket.h>
 
 /*
  * The connection manager's data (hipower_cm.c writes it): an endpoint's
@@ -27,6 +28,47 @@ typedef enum {
 } uct_hipower_cm_state_t;
 
 typedef struct uct_hipower_cm_conn uct_hipower_cm_conn_t;
+
+typedef enum {
+    UCT_HIPOWER_CONN_CONNECTING,   /* Active: TCP connect under way */
+    UCT_HIPOWER_CONN_SENDING,      /* Active: REQ going out */
+    UCT_HIPOWER_CONN_RECVING,      /* Reading the REQ, or the REP/REJ */
+    UCT_HIPOWER_CONN_AWAIT,        /* Active, told CROSSED: no socket */
+    UCT_HIPOWER_CONN_DONE,         /* A message read: for progress */
+    UCT_HIPOWER_CONN_ERROR         /* Failed (errno in err): for progress */
+} uct_hipower_conn_state_t;
+
+/* What a connection counts in, and whether a deadline holds it */
+typedef enum {
+    UCT_HIPOWER_CONN_PHASE_NONE,   /* Active, acked: waits as long as the
+                                      peer's host is alive (keepalive) */
+    UCT_HIPOWER_CONN_PHASE_SHORT,  /* Connecting, sending, reading the first
+                                      answer: num_active / num_passive, and
+                                      the deadline */
+    UCT_HIPOWER_CONN_PHASE_HELD    /* Passive, a whole REQ acked: num_held,
+                                      until progress answers it */
+} uct_hipower_conn_phase_t;
+
+struct uct_hipower_cm_conn {
+    ucs_list_link_t              list;       /* In cm.conns */
+    ucs_list_link_t              ready_list; /* In cm.ready when queued */
+    struct uct_hipower_cm        *cm;        /* Its interface's */
+    struct uct_hipower_ep_cm     *ep_cm;     /* Active: our endpoint's;
+                                                passive: NULL */
+    int                          fd;
+    int                          active;
+    int                          state;      /* uct_hipower_conn_state_t */
+    int                          queued;     /* In cm.ready */
+    int                          phase;      /* uct_hipower_conn_phase_t */
+    int                          err;        /* errno of a failure */
+    size_t                       offset;     /* Of the message in flight */
+    ucs_time_t                   deadline;
+    ucs_time_t                   start;
+    hipower_hs_msg_t             out;
+    hipower_hs_msg_t             in;
+    char                         peer_str[64];
+    struct sockaddr_storage      peer_ss;    /* Passive: who connected */
+};
 
 /* Which list an endpoint's cm.list is in */
 enum {
