@@ -217,7 +217,8 @@ typedef struct uct_hipower_ep {
         uint64_t                 ack_flags;    /* For the next trailer */
         uint64_t                 run_req;      /* Written last, or due */
         /* CQ credits the endpoint brought for the opening of its
-         * connection: window binds and hello (hipower_ep.c) */
+         * connection: window binds (hipower_conn.c) and hello
+         * (hipower_post.c) */
         int                      connect_credits;
         uint64_t                 hello_sn;     /* Work request of the hello */
         /* The open bundle (FLAG_BUNDLE_OPEN): its frame is built in the

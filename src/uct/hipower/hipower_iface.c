@@ -820,7 +820,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
             goto err_destroy_channel;
         }
     } else {
-        /* Pull mode has no wake-ups, but each peer's hello (hipower_ep.c)
+        /* Pull mode has no wake-ups, but each peer's hello (hipower_post.c)
          * takes one receive */
         status = uct_hipower_cq_create(&self->verbs, eps_possible, NULL,
                                        "the peers' ready receives",

@@ -415,7 +415,7 @@ static inline void *uct_hipower_tx_op_buffer(uct_hipower_tx_op_t *op)
      UCT_HIPOWER_EVENT_RECVS)
 
 /* Work requests that open an endpoint's connection: the binds of its
- * three windows and the hello (hipower_ep.c) */
+ * three windows (hipower_conn.c) and the hello (hipower_post.c) */
 #define UCT_HIPOWER_CONNECT_WRS      4
 
 /* Send-CQ entries each endpoint brings along: those of its connection's

@@ -110,7 +110,7 @@ ssize_t uct_hipower_ep_bcopy_too_long(uct_hipower_ep_t *ep, const char *op,
  * Said before our first request into the peer's windows: a zero-length
  * write with immediate (it needs no rkey). It takes one of the peer's
  * receives, which the peer posts only once its windows are bound
- * (uct_hipower_ep_open_windows()): until then the peer's device answers
+ * (uct_hipower_conn_open_windows()): until then the peer's device answers
  * "receiver not ready" and ours sends it again, and everything behind it
  * on the QP waits. Its immediate is the first-contact wake-up, as a write
  * that wakes the peer carries (uct_hipower_ep_wakeup_check()). Not sent

@@ -316,7 +316,7 @@ uct_hipower_ep_wakeup_posted(uct_hipower_ep_t *ep, uint64_t gen)
 }
 
 /* Before the first write into the peer's windows: UCS_OK once said
- * (hipower_ep.c) */
+ * (hipower_post.c) */
 ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep);
 
 /*

@@ -28,7 +28,7 @@ ucs_status_t uct_hipower_qp_create(const uct_hipower_verbs_dev_t *dev,
     int ret;
 
     /* Nothing is ever received by SEND; the receive queue only takes the
-     * peer's writes with immediate: its hello (hipower_ep.c) and, in
+     * peer's writes with immediate: its hello (hipower_post.c) and, in
      * self and push modes, its wake-ups (hipower_event.c) */
     memset(&init_attr, 0, sizeof(init_attr));
     init_attr.qp_type             = IBV_QPT_RC;
