@@ -10,7 +10,9 @@
  * timeout, queue lengths, signaling), then a few hundred operations the
  * seed picks: connections made and destroyed (churn over reused slots),
  * bursts of checksummed active messages both ways (short, bcopy, zcopy,
- * and the pending queue when there is no room), flushes, progress of one
+ * and the pending queue when there is no room) with RMA operations and
+ * atomics between them (puts, gets, add, fetch-add, compare-and-swap into
+ * a region per stream at its receiver), flushes, progress of one
  * interface, device steps, descriptors held and released, the clock moved
  * on, and faults: a QP sent to error, an interface that stops calling
  * progress for longer than the deadlines, a hostile peer writing into
@@ -22,6 +24,10 @@
  *  - each message is delivered at most once, in order, intact, on the
  *    interface it was sent to, from a connection that sent it, and never
  *    after the receiving endpoint was destroyed (stale frames);
+ *  - when a message is delivered, what the RMA operations its stream
+ *    accepted before it wrote is in the region, byte for byte; gets and
+ *    fetching atomics return what the operations before them left, and
+ *    after the final flush the region is what all of them left;
  *  - a message that was accepted (the send returned OK) on a connection
  *    that no fault, hostile peer or close touched is delivered: at the end,
  *    first with the senders silent (delivery never depends on the sender),
@@ -38,8 +44,9 @@
  * HIPOWER_SCHED_FIRST (1), HIPOWER_SCHED_COUNT (100): the seeds to run;
  * HIPOWER_SCHED_OPS (300): operations per schedule; HIPOWER_SCHED_MODE
  * (any): self, push, pull or any; HIPOWER_SCHED_FAULTS (1): 0 leaves
- * faults and hostile peers out; HIPOWER_SCHED_TRACE (0): 1 prints every
- * operation. The first failure ends the run (the transport's state after
+ * faults and hostile peers out; HIPOWER_SCHED_RMA (1): 0 leaves RMA and
+ * atomics out; HIPOWER_SCHED_TRACE (0): 1 prints every operation, 2 every
+ * message too. The first failure ends the run (the transport's state after
  * it is not worth going on with).
  */
 #define _GNU_SOURCE
@@ -66,7 +73,13 @@
 #define MAX_CONNS        48
 #define ZBUFS            8
 #define HELD_MAX         32
-#define MSG_MIN          24
+#define MSG_MIN          28
+/* Each stream's RMA operations write, read and add into a region of this
+ * many bytes at its receiver; the atomics work on its last word */
+#define RMA_REGION       256
+#define RMA_WORD         (RMA_REGION - 8)
+/* RMA operations with a completion outstanding, per side */
+#define RMA_OPS          8
 #define MSG_MAX          8192
 #define AM_ID            3
 /* Progress rounds the end of a schedule may take to deliver everything */
@@ -80,7 +93,30 @@ typedef struct {
     uint32_t checksum;
     uint32_t dir;
     uint32_t schedule;
+    /* RMA operations the sender's stream had accepted before this
+     * message: what they wrote must be in the stream's region at the
+     * receiver when it is delivered (operations on an endpoint leave in
+     * the order they were called) */
+    uint32_t rma_ops;
 } sched_msg_t;
+
+/* An RMA operation whose completion is outstanding: what it must find */
+typedef struct {
+    int                   busy;
+    int                   conn;
+    int                   dir;
+    const char            *what;
+    uint32_t              offset;
+    uint32_t              length;
+    uint32_t              op_index;     /* Its number in the stream */
+    uint64_t              result;       /* A fetching atomic's */
+    uint64_t              expect_word;
+    uint8_t               expect[RMA_REGION];
+    uint8_t               *buf;         /* Registered: zcopy source, get
+                                           destination */
+    uct_mem_h             memh;
+    uct_completion_t      comp;
+} sched_rma_op_t;
 
 typedef struct {
     uct_md_h              md;
@@ -109,6 +145,12 @@ typedef struct {
         uct_completion_t  comp;
         int               busy;
     } zbufs[ZBUFS];
+    /* The regions its peers' RMA operations reach: one of RMA_REGION
+     * bytes per connection and direction, registered, and its key */
+    uint8_t               *rma_buf;
+    uct_mem_h             rma_memh;
+    uct_rkey_bundle_t     rma_rkey;
+    sched_rma_op_t        rma_ops[RMA_OPS];
 } sched_side_t;
 
 /* One direction of a connection: sent on ep[dir], received at the other
@@ -119,7 +161,14 @@ typedef struct {
     int                   pending;     /* A request in the pending queue */
     uct_pending_req_t     req;
     int                   flushing;
+    int                   flushed;     /* The last flush ended (OK) */
+    uint32_t              flush_rma;   /* RMA operations before it */
     uct_completion_t      flush_comp;
+    /* RMA operations accepted, what they leave in the region at the
+     * receiver, and which one (1 + its number) last wrote each byte */
+    uint32_t              rma_ops;
+    uint8_t               shadow[RMA_REGION];
+    uint32_t              writer[RMA_REGION];
 } sched_stream_t;
 
 typedef struct {
@@ -152,6 +201,8 @@ static struct {
     uint32_t              seq_before;   /* Runs start this many messages
                                            before their period (0: at 0) */
     int                   sender_free;  /* Delivery needs no sender call */
+    int                   rma;          /* Streams send RMA and atomics */
+    uct_component_h       comp;
     /* A peer waiting for a run of the shared pool is served: runs come
      * back from idle endpoints, and only demotion makes them idle */
     int                   waiters_served;
@@ -170,7 +221,8 @@ static struct {
                           device_events, epoch_wraps,
                           errors_reported, runs_restarted, runs_at_period,
                           rnr_naks, rnr_naks_honest, bundles, bundled,
-                          fill_batches;
+                          fill_batches, rma_sent, rma_checked, am_rma_checked,
+                          flush_rma_checked;
     uint8_t               msg_buf[MSG_MAX];
     double                slowest_sec;
     uint64_t              slowest_seed;
@@ -217,10 +269,12 @@ static void sched_dump(void)
         }
         iface = ucs_derived_of(sch.sides[s].iface, uct_hipower_iface_t);
         printf("  side %d: pool %u of %u slots free, %u waiting, %u runless,"
-               " %u held descriptors, clock %.3f s\n", s,
+               " %u held descriptors, clock %.3f s%s\n", s,
                iface->arena.slots.free_slots, iface->arena.slots.total,
                iface->pool.num_waiting, iface->pool.num_runless,
-               sch.sides[s].num_held, ucs_time_to_sec(iface->clock.now));
+               sch.sides[s].num_held, ucs_time_to_sec(iface->clock.now),
+               (sch.sides[s].stopped == INT_MAX) ? ", stopped for ever" :
+               sch.sides[s].stopped ? ", stopped" : "");
         ucs_list_for_each(ep, &iface->ep_list, list) {
             for (c = 0, d = -1; c < sch.num_conns; ++c) {
                 for (d = 0; d < 2; ++d) {
@@ -245,6 +299,15 @@ found:
                    (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ?
                    ep->tx.bundle.frame.count : 0,
                    ucs_queue_is_empty(&ep->pending_q) ? "none" : "yes");
+            if (c >= 0) {
+                printf("      its stream: %u accepted, %u delivered, %u RMA "
+                       "operations;%s%s%s\n", sch.conns[c].stream[d].sent,
+                       sch.conns[c].stream[d].delivered,
+                       sch.conns[c].stream[d].rma_ops,
+                       sch.conns[c].excused ? " excused" : "",
+                       sch.conns[c].failed[d] ? " failed" : "",
+                       sch.conns[c].stream[d].flushing ? " flushing" : "");
+            }
         }
     }
 }
@@ -310,6 +373,93 @@ static sched_conn_t *sched_conn_of(int side, uct_ep_h ep, int *dir)
         }
     }
     return NULL;
+}
+
+
+/* The region at side[!dir] that the RMA operations of @a dir write */
+static uint8_t *sched_region(sched_conn_t *conn, int dir)
+{
+    return sch.sides[conn->side[!dir]].rma_buf +
+           ((size_t)(conn - sch.conns) * 2 + dir) * RMA_REGION;
+}
+
+/* A message is delivered: every byte of its stream's region that an RMA
+ * operation accepted before it wrote last holds what that one wrote. (The
+ * bytes later ones wrote may hold anything: a later write may land before
+ * the receiver gets to the message, on any RC transport.) */
+static int sched_region_short(sched_conn_t *conn, int dir, uint32_t ops,
+                              uint32_t *byte_p)
+{
+    const uint8_t *region  = sched_region(conn, dir);
+    sched_stream_t *stream = &conn->stream[dir];
+    uint32_t i;
+
+    for (i = 0; i < RMA_REGION; ++i) {
+        if ((stream->writer[i] != 0) && (stream->writer[i] <= ops) &&
+            (region[i] != stream->shadow[i])) {
+            *byte_p = i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void sched_check_region(sched_conn_t *conn, int dir,
+                               const sched_msg_t *msg)
+{
+    const uint8_t *region  = sched_region(conn, dir);
+    sched_stream_t *stream = &conn->stream[dir];
+    uint32_t i;
+
+    if (msg->rma_ops == 0) {
+        return;
+    }
+    if (sched_region_short(conn, dir, msg->rma_ops, &i)) {
+        sched_fail("side %d: connection %ld dir %d: message %u is "
+                   "delivered before RMA operation %u, accepted before it, "
+                   "wrote byte %u of the region (0x%02x, not 0x%02x)",
+                   conn->side[!dir], (long)(conn - sch.conns), dir,
+                   msg->seq, stream->writer[i] - 1, i, region[i],
+                   stream->shadow[i]);
+    }
+    ++sch.am_rma_checked;
+}
+
+/* A flush of @a dir of @a conn completed: every RMA operation accepted
+ * before it completed, and every byte one of them wrote last holds what
+ * it wrote (uct.h: a flush completes once every operation issued before
+ * it has completed remotely) */
+static void sched_check_flushed(sched_conn_t *conn, int dir)
+{
+    sched_stream_t *stream = &conn->stream[dir];
+    const uint8_t *region  = sched_region(conn, dir);
+    sched_rma_op_t *op;
+    unsigned s, i;
+    uint32_t b;
+
+    if (conn->excused || conn->failed[dir] || conn->hostile) {
+        return;
+    }
+    for (s = 0; s < NUM_SIDES; ++s) {
+        for (i = 0; i < RMA_OPS; ++i) {
+            op = &sch.sides[s].rma_ops[i];
+            if (op->busy && (&sch.conns[op->conn] == conn) &&
+                (op->dir == dir) && (op->op_index < stream->flush_rma)) {
+                sched_fail("side %d: connection %ld dir %d: a flush "
+                           "completed before %s %u, accepted before it",
+                           conn->side[dir], (long)(conn - sch.conns), dir,
+                           op->what, op->op_index);
+            }
+        }
+    }
+    if (sched_region_short(conn, dir, stream->flush_rma, &b)) {
+        sched_fail("side %d: connection %ld dir %d: a flush completed "
+                   "before RMA operation %u, accepted before it, wrote byte "
+                   "%u of the region (0x%02x, not 0x%02x)", conn->side[dir],
+                   (long)(conn - sch.conns), dir, stream->writer[b] - 1, b,
+                   region[b], stream->shadow[b]);
+    }
+    ++sch.flush_rma_checked;
 }
 
 
@@ -395,6 +545,9 @@ static ucs_status_t sched_am_handler(void *arg, void *data, size_t length,
         sched_fail("side %d: connection %u dir %u delivered seq %u that was "
                    "never accepted", side, msg->conn, msg->dir, msg->seq);
     }
+    if (sch.rma) {
+        sched_check_region(conn, (int)msg->dir, msg);
+    }
     ++stream->delivered;
     ++sch.msgs_delivered;
 
@@ -459,6 +612,49 @@ static const char *sched_pick(const char *const *values, unsigned n)
 #define SCHED_PICK(...) \
     ({ static const char *const _v[] = { __VA_ARGS__ }; \
        sched_pick(_v, sizeof(_v) / sizeof(_v[0])); })
+
+/* The regions a side's peers reach, and its own buffers for RMA */
+static void sched_rma_open(sched_side_t *side)
+{
+    uct_md_h md = sch.devs[side->dev].md;
+    uint8_t packed_rkey[256];
+    uct_md_attr_t md_attr;
+    int i;
+
+    side->rma_buf = calloc(MAX_CONNS * 2, RMA_REGION);
+    if ((side->rma_buf == NULL) ||
+        (uct_md_query(md, &md_attr) != UCS_OK) ||
+        (md_attr.rkey_packed_size > sizeof(packed_rkey)) ||
+        (uct_md_mem_reg(md, side->rma_buf, MAX_CONNS * 2 * RMA_REGION,
+                        UCT_MD_MEM_ACCESS_ALL, &side->rma_memh) != UCS_OK) ||
+        (uct_md_mkey_pack(md, side->rma_memh, packed_rkey) != UCS_OK) ||
+        (uct_rkey_unpack(sch.comp, packed_rkey, &side->rma_rkey) != UCS_OK)) {
+        sched_fail("side %d: cannot register the RMA regions", side->index);
+    }
+    for (i = 0; i < RMA_OPS; ++i) {
+        side->rma_ops[i].buf = malloc(RMA_REGION);
+        if ((side->rma_ops[i].buf == NULL) ||
+            (uct_md_mem_reg(md, side->rma_ops[i].buf, RMA_REGION,
+                            UCT_MD_MEM_ACCESS_ALL, &side->rma_ops[i].memh) !=
+             UCS_OK)) {
+            sched_fail("side %d: cannot register an RMA buffer", side->index);
+        }
+    }
+}
+
+static void sched_rma_close(sched_side_t *side)
+{
+    uct_md_h md = sch.devs[side->dev].md;
+    int i;
+
+    for (i = 0; i < RMA_OPS; ++i) {
+        uct_md_mem_dereg(md, side->rma_ops[i].memh);
+        free(side->rma_ops[i].buf);
+    }
+    uct_rkey_release(sch.comp, &side->rma_rkey);
+    uct_md_mem_dereg(md, side->rma_memh);
+    free(side->rma_buf);
+}
 
 static void sched_open_sides(void)
 {
@@ -656,6 +852,7 @@ static void sched_open_sides(void)
                 sched_fail("side %d: cannot register a zcopy buffer", s);
             }
         }
+        sched_rma_open(side);
     }
 }
 
@@ -719,6 +916,7 @@ static void sched_connect(void)
     free(addr[0]);
     free(addr[1]);
     conn->used = 1;
+
     /* A stopped side's connections may fail (deadlines run out) */
     conn->excused = sch.sides[x].stopped || sch.sides[y].stopped ||
                     sch.sides[x].event_pending || sch.sides[y].event_pending;
@@ -780,6 +978,7 @@ static ucs_status_t sched_send(sched_conn_t *conn, int dir)
     msg->length   = (uint32_t)length;
     msg->dir      = (uint32_t)dir;
     msg->schedule = (uint32_t)sch.seed;
+    msg->rma_ops  = stream->rma_ops;
     for (i = sizeof(*msg); i < length; ++i) {
         sch.msg_buf[i] = (uint8_t)(msg->seq * 31 + i * 7 + msg->conn);
     }
@@ -835,6 +1034,12 @@ static ucs_status_t sched_send(sched_conn_t *conn, int dir)
     }
 
     if (status == UCS_OK) {
+        if (sch.trace > 1) {
+            sched_trace("connection %ld dir %d: message %u (layout %u, %zu "
+                        "bytes) after %u RMA operations",
+                        (long)(conn - sch.conns), dir, stream->sent, layout,
+                        length, stream->rma_ops);
+        }
         ++stream->sent;
         ++sch.msgs_sent;
     } else if ((status != UCS_ERR_NO_RESOURCE) &&
@@ -844,6 +1049,261 @@ static ucs_status_t sched_send(sched_conn_t *conn, int dir)
                    ucs_status_string(status));
     }
     return status;
+}
+
+/* An RMA operation completed: a get must have read, and a fetching atomic
+ * fetched, what the stream's operations before it left */
+static void sched_rma_done(sched_rma_op_t *op, ucs_status_t status)
+{
+    sched_conn_t *conn = &sch.conns[op->conn];
+    uint32_t i;
+
+    op->busy = 0;
+    if (status != UCS_OK) {
+        if (!conn->excused && !conn->failed[op->dir]) {
+            sched_fail("side %d: %s %u of connection %d completed with %s "
+                       "though nothing happened to it or its peer",
+                       conn->side[op->dir], op->what, op->op_index, op->conn,
+                       ucs_status_string(status));
+        }
+        return;
+    }
+    if (conn->hostile) {
+        return;
+    }
+    if (!strcmp(op->what, "get_bcopy") || !strcmp(op->what, "get_zcopy")) {
+        for (i = 0; i < op->length; ++i) {
+            if (op->buf[i] != op->expect[i]) {
+                sched_fail("side %d: %s %u of connection %d dir %d read byte "
+                           "%u of %u at offset %u as 0x%02x, not 0x%02x (what "
+                           "the operations before it wrote)",
+                           conn->side[op->dir], op->what, op->op_index,
+                           op->conn, op->dir, i, op->length, op->offset,
+                           op->buf[i], op->expect[i]);
+            }
+        }
+        ++sch.rma_checked;
+    } else if (strcmp(op->what, "put_zcopy")) {
+        if (op->result != op->expect_word) {
+            sched_fail("side %d: %s %u of connection %d dir %d fetched 0x%"
+                       PRIx64 ", not 0x%" PRIx64 " (what the operations "
+                       "before it left)", conn->side[op->dir], op->what,
+                       op->op_index, op->conn, op->dir, op->result,
+                       op->expect_word);
+        }
+        ++sch.rma_checked;
+    }
+}
+
+static void sched_rma_comp(uct_completion_t *comp)
+{
+    sched_rma_op_t *op = ucs_container_of(comp, sched_rma_op_t, comp);
+
+    sched_rma_done(op, comp->status);
+}
+
+typedef struct {
+    const uint8_t         *data;
+    size_t                length;
+} sched_rma_data_t;
+
+static size_t sched_rma_pack(void *dest, void *arg)
+{
+    sched_rma_data_t *d = arg;
+
+    memcpy(dest, d->data, d->length);
+    return d->length;
+}
+
+static void sched_rma_unpack(void *arg, const void *data, size_t length)
+{
+    memcpy(((sched_rma_op_t*)arg)->buf, data, length);
+}
+
+/* The stream's latest RMA operation wrote @a length bytes at @a offset */
+static void sched_rma_wrote(sched_stream_t *stream, uint32_t offset,
+                            const void *data, uint32_t length)
+{
+    uint32_t i;
+
+    memcpy(stream->shadow + offset, data, length);
+    for (i = 0; i < length; ++i) {
+        stream->writer[offset + i] = stream->rma_ops;
+    }
+}
+
+/*
+ * One RMA operation on @a dir of @a conn, between two of its messages: a
+ * put (short, bcopy, zcopy) of a few bytes anywhere in the stream's region
+ * at the receiver, a get (bcopy, zcopy) of some of it, or a 64-bit atomic
+ * (add, fetch-and-add, compare-and-swap) on its last word. The stream's
+ * shadow follows what the accepted ones leave there; the messages after
+ * them find it in the region (sched_check_region), gets and fetches find
+ * it when they complete, and after the flush at the end so does the
+ * region, whole.
+ */
+static void sched_rma(sched_conn_t *conn, int dir)
+{
+    sched_side_t *side     = &sch.sides[conn->side[dir]];
+    sched_side_t *peer     = &sch.sides[conn->side[!dir]];
+    sched_stream_t *stream = &conn->stream[dir];
+    uint64_t remote        = (uintptr_t)sched_region(conn, dir);
+    uct_rkey_t rkey        = peer->rma_rkey.rkey;
+    uct_ep_h ep            = conn->ep[dir];
+    const uct_iface_attr_t *attr = &side->attr;
+    uint8_t data[RMA_REGION];
+    sched_rma_data_t packing;
+    sched_rma_op_t *op = NULL;
+    uint64_t value, word, swap = 0;
+    uint32_t offset, length, i;
+    ucs_status_t status;
+    const char *what;
+    uct_iov_t iov;
+    ssize_t packed;
+    unsigned kind;
+    int atomics;
+
+    kind    = sched_below(8);
+    atomics = (attr->cap.flags & UCT_IFACE_FLAG_ATOMIC_DEVICE) &&
+              (attr->cap.atomic64.fop_flags & UCS_BIT(UCT_ATOMIC_OP_ADD)) &&
+              (attr->cap.atomic64.fop_flags & UCS_BIT(UCT_ATOMIC_OP_CSWAP)) &&
+              (attr->cap.atomic64.op_flags & UCS_BIT(UCT_ATOMIC_OP_ADD));
+    if ((kind >= 6) && !atomics) {
+        kind -= 4;
+    }
+    /* Mostly a few bytes, sometimes the whole region */
+    length  = (sched_below(4) == 0) ? 1 + sched_below(RMA_REGION) :
+              1 + sched_below(16);
+    offset  = sched_below(RMA_REGION - length + 1);
+    value   = sched_rand();
+    for (i = 0; i < length; ++i) {
+        data[i] = (uint8_t)((value >> ((i % 8) * 8)) ^ i);
+    }
+    memcpy(&word, stream->shadow + RMA_WORD, sizeof(word));
+
+    if ((kind == 3) || (kind == 4) || (kind == 5) || (kind == 7)) {
+        for (i = 0; i < RMA_OPS; ++i) {
+            if (!side->rma_ops[i].busy) {
+                op = &side->rma_ops[i];
+                break;
+            }
+        }
+        if (op == NULL) {
+            return; /* As many outstanding as it keeps */
+        }
+        op->conn        = (int)(conn - sch.conns);
+        op->dir         = dir;
+        op->offset      = offset;
+        op->length      = length;
+        op->op_index    = stream->rma_ops;
+        op->result      = 0;
+        op->expect_word = word;
+        memcpy(op->expect, stream->shadow + offset, length);
+        memset(op->buf, 0xa5, RMA_REGION);
+        op->comp.func   = sched_rma_comp;
+        op->comp.count  = 1;
+        op->comp.status = UCS_OK;
+        op->busy        = 1;
+        iov.buffer      = op->buf;
+        iov.length      = length;
+        iov.memh        = op->memh;
+        iov.stride      = 0;
+        iov.count       = 1;
+    }
+
+    switch (kind) {
+    case 0:
+    case 1:
+        if ((attr->cap.flags & UCT_IFACE_FLAG_PUT_SHORT) &&
+            (length <= attr->cap.put.max_short)) {
+            what   = "put_short";
+            status = uct_ep_put_short(ep, data, length, remote + offset, rkey);
+            break;
+        }
+        /* fall through */
+    case 2:
+        what           = "put_bcopy";
+        packing.data   = data;
+        packing.length = length;
+        packed = uct_ep_put_bcopy(ep, sched_rma_pack, &packing,
+                                  remote + offset, rkey);
+        status = (packed < 0) ? (ucs_status_t)packed : UCS_OK;
+        if ((status == UCS_OK) && ((size_t)packed != length)) {
+            sched_fail("put_bcopy packed %zd of %u bytes", packed, length);
+        }
+        break;
+    case 3:
+        what = "put_zcopy";
+        memcpy(op->buf, data, length);
+        status = uct_ep_put_zcopy(ep, &iov, 1, remote + offset, rkey,
+                                  &op->comp);
+        break;
+    case 4:
+        what   = "get_bcopy";
+        status = uct_ep_get_bcopy(ep, sched_rma_unpack, op, length,
+                                  remote + offset, rkey, &op->comp);
+        break;
+    case 5:
+        what   = "get_zcopy";
+        status = uct_ep_get_zcopy(ep, &iov, 1, remote + offset, rkey,
+                                  &op->comp);
+        break;
+    case 6:
+        what   = "atomic_add64";
+        status = uct_ep_atomic64_post(ep, UCT_ATOMIC_OP_ADD, value,
+                                      remote + RMA_WORD, rkey);
+        break;
+    default:
+        if (sched_below(2)) {
+            what   = "atomic_fadd64";
+            status = uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, value,
+                                           &op->result, remote + RMA_WORD,
+                                           rkey, &op->comp);
+        } else {
+            /* Half of them match */
+            what   = "atomic_cswap64";
+            swap   = value;
+            value  = sched_below(2) ? word : word ^ 1;
+            status = uct_ep_atomic_cswap64(ep, value, swap, remote + RMA_WORD,
+                                           rkey, &op->result, &op->comp);
+        }
+        break;
+    }
+
+    if (op != NULL) {
+        op->what = what;
+    }
+    if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
+        if (op != NULL) {
+            op->busy = 0;
+        }
+        if ((status != UCS_ERR_NO_RESOURCE) && !conn->excused &&
+            !conn->failed[dir]) {
+            sched_fail("side %d: %s on connection %ld failed: %s",
+                       conn->side[dir], what, (long)(conn - sch.conns),
+                       ucs_status_string(status));
+        }
+        return;
+    }
+
+    /* Accepted: what it leaves in the region */
+    ++stream->rma_ops;
+    if (!strncmp(what, "put", 3)) {
+        sched_rma_wrote(stream, offset, data, length);
+    } else if (!strcmp(what, "atomic_add64") ||
+               !strcmp(what, "atomic_fadd64")) {
+        word += value;
+        sched_rma_wrote(stream, RMA_WORD, &word, sizeof(word));
+    } else if (!strcmp(what, "atomic_cswap64") && (word == value)) {
+        sched_rma_wrote(stream, RMA_WORD, &swap, sizeof(swap));
+    }
+    ++sch.rma_sent;
+    sched_trace("connection %ld dir %d: %s %u (%u bytes at %u): %s",
+                (long)(conn - sch.conns), dir, what, stream->rma_ops - 1,
+                length, offset, ucs_status_string(status));
+    if ((status == UCS_OK) && (op != NULL)) {
+        sched_rma_done(op, UCS_OK);
+    }
 }
 
 static ucs_status_t sched_pending_cb(uct_pending_req_t *req)
@@ -878,6 +1338,12 @@ static void sched_burst(sched_conn_t *conn, int dir, unsigned count)
 
     /* Messages of a stream go in order: none while one is pending */
     while ((count-- > 0) && !stream->pending && sched_stream_open(conn, dir)) {
+        if (sch.rma && (sched_below(4) == 0)) {
+            sched_rma(conn, dir);
+            if (!sched_stream_open(conn, dir)) {
+                break;
+            }
+        }
         if (sched_send(conn, dir) != UCS_ERR_NO_RESOURCE) {
             continue;
         }
@@ -899,7 +1365,19 @@ static void sched_burst(sched_conn_t *conn, int dir, unsigned count)
 
 static void sched_flush_cb(uct_completion_t *comp)
 {
-    ucs_container_of(comp, sched_stream_t, flush_comp)->flushing = 0;
+    sched_stream_t *stream = ucs_container_of(comp, sched_stream_t,
+                                              flush_comp);
+    int c;
+
+    stream->flushing = 0;
+    stream->flushed  = (comp->status == UCS_OK);
+    for (c = 0; stream->flushed && (c < sch.num_conns); ++c) {
+        if (stream == &sch.conns[c].stream[0]) {
+            sched_check_flushed(&sch.conns[c], 0);
+        } else if (stream == &sch.conns[c].stream[1]) {
+            sched_check_flushed(&sch.conns[c], 1);
+        }
+    }
 }
 
 static void sched_flush(sched_conn_t *conn, int dir)
@@ -913,8 +1391,12 @@ static void sched_flush(sched_conn_t *conn, int dir)
     stream->flush_comp.func   = sched_flush_cb;
     stream->flush_comp.count  = 1;
     stream->flush_comp.status = UCS_OK;
+    stream->flush_rma         = stream->rma_ops;
     status = uct_ep_flush(conn->ep[dir], 0, &stream->flush_comp);
-    if (status == UCS_INPROGRESS) {
+    stream->flushed = (status == UCS_OK);
+    if (status == UCS_OK) {
+        sched_check_flushed(conn, dir);
+    } else if (status == UCS_INPROGRESS) {
         stream->flushing = 1;
     } else if ((status != UCS_OK) && (status != UCS_ERR_NO_RESOURCE) &&
                !conn->excused && !conn->failed[dir]) {
@@ -931,13 +1413,14 @@ static void sched_destroy_ep(sched_conn_t *conn, int d)
     if (conn->stream[d].pending) {
         uct_ep_pending_purge(conn->ep[d], sched_purge_cb, NULL);
     }
+    /* Its peer may see it go (and report it); messages still in flight
+     * either way may be lost, and its operations still outstanding end
+     * (canceled) as it goes */
+    conn->excused      = 1;
     uct_ep_destroy(conn->ep[d]);
     conn->ep[d]        = NULL;
     conn->destroyed[d] = 1;
     conn->stream[d].flushing = 0;
-    /* Its peer may see it go (and report it); messages still in flight
-     * either way may be lost */
-    conn->excused      = 1;
 }
 
 static sched_conn_t *sched_pick_conn(void)
@@ -1310,6 +1793,35 @@ static int sched_unsettled(int check_pending, unsigned skip_receivers,
     return -1;
 }
 
+/* An RMA operation of an open connection nothing happened to is still
+ * to complete */
+static int sched_rma_busy(void)
+{
+    sched_conn_t *conn;
+    unsigned s, i;
+
+    for (s = 0; s < NUM_SIDES; ++s) {
+        for (i = 0; i < RMA_OPS; ++i) {
+            conn = &sch.conns[sch.sides[s].rma_ops[i].conn];
+            if (sch.sides[s].rma_ops[i].busy && !conn->excused &&
+                sched_stream_open(conn, sch.sides[s].rma_ops[i].dir)) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A flush of @a dir of @a conn refused for resources may stay refused
+ * where waiters may not be served (see sch.waiters_served): a pending
+ * request, or a bundle, waiting for a run may wait for ever (the settle
+ * allows the same) */
+static int sched_flush_may_wait(sched_conn_t *conn, int dir)
+{
+    return !sch.waiters_served && !conn->stream[dir].flushing &&
+           (conn->stream[dir].pending || (sched_bundled(conn, dir) > 0));
+}
+
 static void sched_report_unsettled(const char *when, int check_pending,
                                    unsigned silent_senders)
 {
@@ -1418,21 +1930,31 @@ static void sched_finish(void)
     }
     sched_report_unsettled("settle", sch.waiters_served, waiting);
 
-    /* Every flush ends */
+    /* Every flush ends. One refused for resources (UCS_ERR_NO_RESOURCE:
+     * a bundle waits for a run, say) is tried again after progress, as
+     * uct.h asks of the caller */
     sch.op_name = "flush";
     for (c = 0; c < sch.num_conns; ++c) {
-        for (d = 0; d < 2; ++d) {
-            if (!sch.conns[c].excused && sched_stream_open(&sch.conns[c], d)) {
-                sched_flush(&sch.conns[c], d);
-            }
-        }
+        sch.conns[c].stream[0].flushed = 0;
+        sch.conns[c].stream[1].flushed = 0;
     }
     for (round = 0; round < SETTLE_ROUNDS; ++round) {
-        for (c = 0, d = 0; c < sch.num_conns; ++c) {
-            d += sch.conns[c].stream[0].flushing +
-                 sch.conns[c].stream[1].flushing;
+        unsigned unflushed = 0;
+
+        for (c = 0; c < sch.num_conns; ++c) {
+            for (d = 0; d < 2; ++d) {
+                conn = &sch.conns[c];
+                if (conn->excused || !sched_stream_open(conn, d) ||
+                    conn->stream[d].flushed) {
+                    continue;
+                }
+                sched_flush(conn, d);
+                unflushed += !conn->stream[d].flushed &&
+                             !sched_flush_may_wait(conn, d);
+            }
         }
-        if (d == 0) {
+        /* (An operation with a completion completes without a flush) */
+        if ((unflushed == 0) && !sched_rma_busy()) {
             break;
         }
         for (s = 0; s < NUM_SIDES; ++s) {
@@ -1444,10 +1966,42 @@ static void sched_finish(void)
     }
     for (c = 0; c < sch.num_conns; ++c) {
         for (d = 0; d < 2; ++d) {
-            if (sch.conns[c].stream[d].flushing && !sch.conns[c].excused) {
+            conn = &sch.conns[c];
+            if (!conn->excused && sched_stream_open(conn, d) &&
+                !conn->stream[d].flushed && !sched_flush_may_wait(conn, d)) {
                 sched_fail("flush of connection %d side %d did not complete "
-                           "in %u progress rounds", c, sch.conns[c].side[d],
-                           round);
+                           "in %u progress rounds%s", c, conn->side[d], round,
+                           conn->stream[d].flushing ? "" :
+                           " (refused for resources each time)");
+            }
+        }
+    }
+
+    /* Every RMA operation of a connection nothing happened to completed,
+     * and left in its region what the stream's shadow says */
+    for (s = 0; s < NUM_SIDES; ++s) {
+        for (d = 0; d < RMA_OPS; ++d) {
+            sched_rma_op_t *op = &sch.sides[s].rma_ops[d];
+
+            conn = &sch.conns[op->conn];
+            if (op->busy && !conn->excused &&
+                sched_stream_open(conn, op->dir)) {
+                sched_fail("side %u: %s %u of connection %d did not complete "
+                           "after its flush", s, op->what, op->op_index,
+                           op->conn);
+            }
+        }
+    }
+    for (c = 0; c < sch.num_conns; ++c) {
+        conn = &sch.conns[c];
+        for (d = 0; d < 2; ++d) {
+            if (sch.rma && conn->used && !conn->excused && !conn->hostile &&
+                (!sched_stream_open(conn, d) || conn->stream[d].flushed) &&
+                memcmp(sched_region(conn, d), conn->stream[d].shadow,
+                       RMA_REGION)) {
+                sched_fail("connection %d dir %d: after its flush the region "
+                           "holds not what its %u RMA operations left", c, d,
+                           conn->stream[d].rma_ops);
             }
         }
     }
@@ -1508,6 +2062,7 @@ static void sched_finish(void)
             uct_md_mem_dereg(sch.devs[side->dev].md, side->zbufs[d].memh);
             free(side->zbufs[d].buf);
         }
+        sched_rma_close(side);
         iface = ucs_derived_of(side->iface, uct_hipower_iface_t);
         sch.bundles += iface->stats.tx_bundles;
         sch.bundled += iface->stats.tx_bundled;
@@ -1603,7 +2158,8 @@ static int sched_run(uint64_t seed)
     _x(faults_done) _x(device_events) _x(stops) _x(scribbles) _x(garbage) \
     _x(errors_reported) _x(epoch_wraps) _x(runs_restarted) \
     _x(runs_at_period) _x(rnr_naks) _x(rnr_naks_honest) _x(bundles) \
-    _x(bundled) _x(fill_batches)
+    _x(bundled) _x(fill_batches) _x(rma_sent) _x(rma_checked) \
+    _x(am_rma_checked) _x(flush_rma_checked)
 #define SCHED_TOTAL_COUNT(_f) + 1
 #define SCHED_NUM_TOTALS (0 SCHED_TOTALS(SCHED_TOTAL_COUNT))
 
@@ -1661,6 +2217,7 @@ int main(int argc, char **argv)
     sch.ops     = (unsigned)sched_env("HIPOWER_SCHED_OPS", 300);
     sch.trace   = (int)sched_env("HIPOWER_SCHED_TRACE", 0);
     sch.faults  = (int)sched_env("HIPOWER_SCHED_FAULTS", 1);
+    sch.rma     = (int)sched_env("HIPOWER_SCHED_RMA", 1);
     sch.mode    = getenv("HIPOWER_SCHED_MODE") ? getenv("HIPOWER_SCHED_MODE") :
                   "any";
 
@@ -1684,6 +2241,7 @@ int main(int argc, char **argv)
                 "(run under hipower-run)\n");
         return 2;
     }
+    sch.comp = comp;
     /* The memory domains the component lists: the simulated devices */
     comp_attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
     uct_component_query(comp, &comp_attr);
@@ -1712,7 +2270,7 @@ int main(int argc, char **argv)
         }
         uct_config_release(md_config);
     }
-    uct_release_component_list(components);
+    /* The component list stays: sch.comp unpacks and releases rkeys */
 
     if (getenv("HIPOWER_SCHED_SEEDS") != NULL) {
         record = fopen(getenv("HIPOWER_SCHED_SEEDS"), "w");
@@ -1770,7 +2328,10 @@ int main(int argc, char **argv)
            "wrap, %" PRIu64 " runs past their sequence restart (%" PRIu64
            " resting at it), %" PRIu64 " RNR NAKs (%" PRIu64 " without "
            "faults), %" PRIu64 " bundles carried %" PRIu64 " messages (%"
-           PRIu64 " of them batches of a filled slot); "
+           PRIu64 " of them batches of a filled slot); %" PRIu64 " RMA "
+           "operations (%" PRIu64 " gets and fetches checked, %" PRIu64
+           " messages checked against the RMA before them, %" PRIu64
+           " flushes against the RMA before them); "
            "slowest schedule %" PRIu64 " (%.2f s)\n",
            first, first + ran - 1, ran, failed, secs, sch.conns_made, sch.msgs_sent, sch.msgs_delivered,
            sch.pending_adds, sch.faults_done, sch.device_events, sch.stops,
@@ -1778,7 +2339,8 @@ int main(int argc, char **argv)
            sch.garbage, sch.errors_reported, sch.epoch_wraps,
            sch.runs_restarted, sch.runs_at_period, sch.rnr_naks,
            sch.rnr_naks_honest, sch.bundles, sch.bundled, sch.fill_batches,
-           sch.slowest_seed,
+           sch.rma_sent, sch.rma_checked, sch.am_rma_checked,
+           sch.flush_rma_checked, sch.slowest_seed,
            sch.slowest_sec);
     fflush(stdout);
     if (record != NULL) {
@@ -1791,6 +2353,7 @@ int main(int argc, char **argv)
     for (i = 0; i < 2; ++i) {
         uct_md_close(sch.devs[i].md);
     }
+    uct_release_component_list(components);
     (void)argc;
     (void)argv;
     return 0;
