@@ -402,6 +402,7 @@ uct_hipower_ep_rx_fill(uct_hipower_ep_t *ep, char *slot_base, uint32_t seq,
                        int close, uint32_t final, int hold, unsigned *count_p)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uint32_t next_final;
 
     /* A count below what was walked, or this slot's key with another AM
      * id (no honest sender writes it), is "not yet": the slot stays open
@@ -419,8 +420,13 @@ uct_hipower_ep_rx_fill(uct_hipower_ep_t *ep, char *slot_base, uint32_t seq,
     if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
         goto done;
     }
-    if (!close && !uct_hipower_ep_rx_fill_next_arrived(ep, seq, slot,
-                                                       &final)) {
+    /* What ends it says its count: its next frame if one came (a move to
+     * another run ends the slot too, but says the count of the last slot
+     * the sender filled there, which may be a later one: the receiver
+     * reached this one first), else the move */
+    if (uct_hipower_ep_rx_fill_next_arrived(ep, seq, slot, &next_final)) {
+        final = next_final;
+    } else if (!close) {
         return 0; /* The sender may add to it */
     }
 
