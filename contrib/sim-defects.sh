@@ -116,23 +116,32 @@ EOF
     start=$(date +%s)
     cases=$(cases_of "$name")
     if [ -n "$cases" ]; then
-        # Each case in turn, up to 5 times (a race may take a few runs);
-        # the first failure names the defect found
+        # Each case in turn, up to 20 times (a race may take a few runs,
+        # and a run it misses ends in a second or two, 2026-12-03: one
+        # full run missed async-races-send in 5); the first failure names
+        # the defect found
         found=
-        for attempt in 1 2 3 4 5; do
+        for attempt in $(seq 20); do
             for c in $cases; do
                 HIPOWER_PLUGIN="$plugin" HIPOWER_SIM_RUNS="self:torn" \
                     HIPOWER_SIM_SEED_CASES=" " CK_RUN_CASE="$c" \
                     "$top/test/sim/run-sim" > "$work/$name.log" 2>&1
                 found=$(grep -a -m1 -E ":[FE]:" "$top/test/sim/sim-self-torn.log")
                 [ -n "$found" ] && break 2
+                if ! grep -q "Checks: [1-9]" "$work/$name.log"; then
+                    # No case ran: say why rather than "not found"
+                    echo "defect $name: run-sim ran no case ($c):"
+                    tail -5 "$work/$name.log"
+                    rc=1
+                    continue 3
+                fi
             done
         done
         secs=$(( $(date +%s) - start ))
         if [ -n "$found" ]; then
             echo "defect $name ($what): found by the transport tests on the simulator (run $attempt, $secs s): $found"
         else
-            echo "defect $name ($what): NOT found by $cases in 5 runs ($secs s)"
+            echo "defect $name ($what): NOT found by $cases in 20 runs ($secs s)"
             rc=1
         fi
         continue
