@@ -9,7 +9,9 @@
 # user-space instructions per empty progress call and per delivered
 # message, with one endpoint and with HIPOWER_TEST_CG_PEERS (default 256:
 # valgrind makes thousands slow), for both: idle endpoints may not make
-# hipower's empty progress call cost more than twice as much.
+# hipower's empty progress call cost more than twice as much. And the
+# sender's instructions per message (its send calls and progress), for
+# both, reported.
 # rig-timeout: 1800
 . "$(dirname "$0")/lib.sh"
 
@@ -59,8 +61,8 @@ echo "$out" | grep -v 'P:.*Passed$'
 command -v valgrind >/dev/null || skip "valgrind is not installed (instruction counts)"
 cgdir=$(mktemp -d)
 # Instructions of the receiver's progress alone (many_progress_b), per phase
-count_phase() { # <transport> <peers> <streamers> <messages each>
-    "$(dirname "$0")"/many-callgrind "$prog" "$@" "$cgdir" ||
+count_phase() { # <transport> <peers> <streamers> <messages each> [a: sender]
+    "$(dirname "$0")"/many-callgrind "$prog" "$1" "$2" "$3" "$4" "$cgdir" "${5:-b}" ||
         { tail -20 "$cgdir/log"; fail "callgrind run of $1 with $2 endpoints failed"; }
 }
 phase_ir() { sed -n "s/^$2|//p" <<< "$1" | head -1; }
@@ -88,6 +90,16 @@ for tl in hipower rc_verbs; do
         printf "%s: receive progress per delivered message: %.0f instructions with 1 endpoint streaming, %.0f with 64 of %d (%.2fx)\n",
                tl, s1 / m, sn / m, n, sn / s1
         exit (en > 2 * e1) }' || { [ $tl = hipower ] && bad=1; }
+    # The sender's side of the same streams: its send calls and progress
+    # (completions, recycling) per message sent; reported, not judged
+    one=$(count_phase $tl 1 1 $msgs a)
+    many=$(count_phase $tl $cg_peers 64 $((msgs / 64)) a)
+    awk -v tl=$tl -v s1="$(phase_ir "$one" 'streaming')" \
+        -v sn="$(phase_ir "$many" 'streaming')" -v n=$cg_peers -v m=$msgs 'BEGIN {
+        if (s1 == "" || sn == "") exit 1
+        printf "%s: sender per message (send calls and progress): %.0f instructions with 1 endpoint streaming, %.0f with 64 of %d (%.2fx)\n",
+               tl, s1 / m, sn / m, n, sn / s1 }' ||
+        fail "no callgrind figures of the sender"
 done
 rm -rf "$cgdir"
 [ $bad = 0 ] ||
