@@ -83,48 +83,17 @@ static void uct_hipower_ep_publish(uct_hipower_ep_t *ep, uint64_t msg_count)
 static void uct_hipower_ep_retire_ops(uct_hipower_ep_t *ep, uint64_t sn)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    /* A recycle READ out: its completion may come in this walk */
+    int reading                = !!(ep->flags &
+                                    UCT_HIPOWER_EP_FLAG_RECYCLE_READ);
     uct_hipower_tx_op_t *op;
-    uint32_t recycled;
-    int reread = 0;
 
     ucs_queue_for_each_extract(op, &ep->txqp.outstanding, queue,
                                (int64_t)(op->sn - sn) <= 0) {
-        switch (op->type) {
-        case UCT_HIPOWER_OP_RECYCLE_READ:
-            /* A copy of an old run's bitmap, read before we moved to a
-             * new run, recycles nothing: its bound is below what the
-             * switch counted as recycled (hipower_tx_ring_switch()) */
-            ucs_memory_cpu_load_fence();
-            recycled = hipower_tx_ring_recycle(&ep->tx.ring,
-                                               ep->ctrl->peer_consumed,
-                                               op->u.taken_at_read);
-            iface->stats.slots_recycled += recycled;
-            ep->flags &= ~UCT_HIPOWER_EP_FLAG_RECYCLE_READ;
-            /* Still blocked: keep looking until the receiver frees slots */
-            reread = (hipower_tx_ring_free(&ep->tx.ring) == 0) &&
-                     !ucs_queue_is_empty(&ep->pending_q);
-            break;
-        case UCT_HIPOWER_OP_NOTIFY_READ:
-            ep->flags &= ~UCT_HIPOWER_EP_FLAG_NOTIFY_READ;
-            break;
-        case UCT_HIPOWER_OP_ATOMIC64:
-            *(uint64_t*)op->u.result = *(uint64_t*)uct_hipower_tx_op_buffer(op);
-            break;
-        case UCT_HIPOWER_OP_ARM:
-            ep->event.confirmed_gen = op->u.arm_gen;
-            break;
-        case UCT_HIPOWER_OP_DEMOTE:
-            uct_hipower_ep_demote_done(ep, op->u.arm_gen);
-            break;
-        case UCT_HIPOWER_OP_GET_BCOPY:
-            op->u.get_bcopy.cb(op->u.get_bcopy.arg,
-                               uct_hipower_tx_op_buffer(op),
-                               op->u.get_bcopy.length);
-            break;
-        default:
-            break;
+        /* What it means to the unit that posted it */
+        if (op->handler != NULL) {
+            op->handler(op, &ep->txqp);
         }
-
         if (op->comp != NULL) {
             uct_invoke_completion(op->comp, UCS_OK);
         }
@@ -134,8 +103,12 @@ static void uct_hipower_ep_retire_ops(uct_hipower_ep_t *ep, uint64_t sn)
         uct_hipower_op_release(op);
     }
 
-    if (reread) {
-        /* (or an ask, if the receiver took our run back meanwhile) */
+    /* A recycle READ completed with the endpoint still blocked: keep
+     * looking until the receiver frees slots (or ask, if the receiver took
+     * our run back meanwhile). After the walk: it posts again. */
+    if (reading && !(ep->flags & UCT_HIPOWER_EP_FLAG_RECYCLE_READ) &&
+        (hipower_tx_ring_free(&ep->tx.ring) == 0) &&
+        !ucs_queue_is_empty(&ep->pending_q)) {
         uct_hipower_ep_slots_wanted(ep);
     }
 }
@@ -157,10 +130,9 @@ static void uct_hipower_ep_cancel_ops(uct_hipower_ep_t *ep,
             op->comp = NULL;
         }
         /* Nothing more is read, recycled or woken with them */
-        op->type = UCT_HIPOWER_OP_COMP;
+        op->handler = NULL;
     }
-    ep->flags &= ~(UCT_HIPOWER_EP_FLAG_RECYCLE_READ |
-                   UCT_HIPOWER_EP_FLAG_NOTIFY_READ);
+    uct_hipower_ep_bitmap_reads_dropped(ep);
 }
 
 /* Frees the records of requests up to @a sn, completing nothing */
@@ -557,7 +529,7 @@ static ucs_status_t uct_hipower_ep_flush_wait(uct_hipower_ep_t *ep,
     ucs_status_t status;
 
     if (comp != NULL) {
-        op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_COMP, comp);
+        op = uct_hipower_ep_op_get(ep, NULL, 0, comp);
         if (op == NULL) {
             return UCS_ERR_NO_RESOURCE;
         }

@@ -121,10 +121,15 @@ ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
                                              unsigned count);
 
 /* Tells the peer sleep generation @a gen and reads its announced count
- * after it; @a type: UCT_HIPOWER_OP_ARM (the interface sleeps) or _DEMOTE
- * (this endpoint goes idle) -- hipower_ep_active.c */
+ * after it; @a handler: uct_hipower_ep_arm_done() (the interface sleeps)
+ * or the demotion's (this endpoint goes idle) -- hipower_ep_active.c */
 ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep, uint64_t gen,
-                                       uint8_t type);
+                                       uct_hipower_op_handler_t handler);
+
+/* The handler of the interface's sleep handshake: the peer has seen the
+ * generation (its announced count read after it) */
+void uct_hipower_ep_arm_done(uct_hipower_tx_op_t *op,
+                             uct_hipower_txqp_t *txqp);
 
 /* Handles a completion of the endpoint's QP (successful or not) */
 void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc);
@@ -254,9 +259,6 @@ void uct_hipower_ep_deactivate(uct_hipower_ep_t *ep);
 /* An active endpoint was idle for IDLE_TIME: makes it idle, or starts the
  * handshake that will */
 void uct_hipower_ep_demote(uct_hipower_ep_t *ep);
-
-/* The demotion handshake of generation @a gen completed */
-void uct_hipower_ep_demote_done(uct_hipower_ep_t *ep, uint64_t gen);
 
 /* Per-endpoint work of an interface progress call */
 unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep);

@@ -41,11 +41,20 @@ ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
     return UCS_OK;
 }
 
+static void uct_hipower_ep_demote_done(uct_hipower_tx_op_t *op,
+                                      uct_hipower_txqp_t *txqp);
+
+void uct_hipower_ep_arm_done(uct_hipower_tx_op_t *op,
+                             uct_hipower_txqp_t *txqp)
+{
+    uct_hipower_txqp_ep(txqp)->event.confirmed_gen = op->u.arm_gen;
+}
+
 /* Tells the peer this generation and reads its announced count after it;
- * @a type: UCT_HIPOWER_OP_ARM (the interface sleeps) or _DEMOTE (this
- * endpoint goes idle) */
+ * @a handler: uct_hipower_ep_arm_done() (the interface sleeps) or
+ * uct_hipower_ep_demote_done() (this endpoint goes idle) */
 ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep, uint64_t gen,
-                                       uint8_t type)
+                                       uct_hipower_op_handler_t handler)
 {
     struct ibv_send_wr write_wr, read_wr;
     struct ibv_sge write_sge, read_sge;
@@ -56,7 +65,7 @@ ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep, uint64_t gen,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    op = uct_hipower_ep_op_get(ep, type, NULL);
+    op = uct_hipower_ep_op_get(ep, handler, 0, NULL);
     if (op == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -168,7 +177,8 @@ void uct_hipower_ep_demote(uct_hipower_ep_t *ep)
     }
 
     gen = hipower_gen_next(&iface->event.gen_seq);
-    if (uct_hipower_ep_post_sleep(ep, gen, UCT_HIPOWER_OP_DEMOTE) != UCS_OK) {
+    if (uct_hipower_ep_post_sleep(ep, gen, uct_hipower_ep_demote_done) !=
+        UCS_OK) {
         ep->last_news = iface->clock.now; /* No room now: try again later */
         return;
     }
@@ -177,9 +187,13 @@ void uct_hipower_ep_demote(uct_hipower_ep_t *ep)
                 ~UCT_HIPOWER_EP_FLAG_NEWS;
 }
 
-void uct_hipower_ep_demote_done(uct_hipower_ep_t *ep, uint64_t gen)
+/* The demotion handshake of generation op->u.arm_gen completed */
+static void uct_hipower_ep_demote_done(uct_hipower_tx_op_t *op,
+                                       uct_hipower_txqp_t *txqp)
 {
+    uct_hipower_ep_t *ep       = uct_hipower_txqp_ep(txqp);
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uint64_t gen               = op->u.arm_gen;
     hipower_demote_verdict_t verdict;
     uint64_t announced;
 

@@ -301,7 +301,7 @@ uct_hipower_ep_am_bcopy_spill(uct_hipower_ep_t *ep, uint8_t id, void *data,
     /* Out of the bundle's buffer before the bundle goes: its trailer is
      * written where this message's record would have begun */
     ++iface->stats.tx_spills;
-    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_SEND, NULL);
+    op = uct_hipower_ep_op_get(ep, NULL, 0, NULL);
     if (op == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -401,7 +401,7 @@ uct_hipower_ep_am_bcopy_frame(uct_hipower_ep_t *ep, uint8_t id,
     size_t length;
     void *data;
 
-    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_SEND, NULL);
+    op = uct_hipower_ep_op_get(ep, NULL, 0, NULL);
     if (ucs_unlikely(op == NULL)) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -574,7 +574,7 @@ ucs_status_t uct_hipower_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
         return status;
     }
 
-    status = uct_hipower_ep_tx_op_get(ep, UCT_HIPOWER_OP_COMP, comp, &op);
+    status = uct_hipower_ep_tx_op_get(ep, comp, &op);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }

@@ -55,8 +55,9 @@ ucs_status_t uct_hipower_ep_bundle_open(uct_hipower_ep_t *ep)
     if (op == NULL) {
         return UCS_ERR_NO_RESOURCE;
     }
-    op->type = UCT_HIPOWER_OP_SEND;
-    op->comp = NULL;
+    op->handler = NULL;
+    op->flags   = 0;
+    op->comp    = NULL;
 
     /* The buffer holds the largest message, its record header and pad
      * and a trailer (UCT_HIPOWER_BCOPY_SLACK covers header and pad);

@@ -212,8 +212,7 @@ static int uct_hipower_iface_hold_wc(void *arg, struct ibv_wc *wc)
         if ((int64_t)(op->sn - wc->wr_id) > 0) {
             break;
         }
-        if ((op->comp != NULL) || (op->type == UCT_HIPOWER_OP_GET_BCOPY) ||
-            (op->type == UCT_HIPOWER_OP_ATOMIC64)) {
+        if ((op->comp != NULL) || (op->flags & UCT_HIPOWER_OP_FLAG_USER)) {
             return 0;
         }
     }

@@ -77,6 +77,21 @@ static inline ucs_status_t uct_hipower_ep_rma_post(uct_hipower_ep_t *ep,
     return status;
 }
 
+/* A get_bcopy's READ completed: its data to the user's unpacker */
+static void uct_hipower_ep_get_bcopy_done(uct_hipower_tx_op_t *op,
+                                          uct_hipower_txqp_t *txqp)
+{
+    op->u.get_bcopy.cb(op->u.get_bcopy.arg, uct_hipower_tx_op_buffer(op),
+                       op->u.get_bcopy.length);
+}
+
+/* A fetching atomic completed: the value it fetched to the user's result */
+static void uct_hipower_ep_atomic64_done(uct_hipower_tx_op_t *op,
+                                         uct_hipower_txqp_t *txqp)
+{
+    *(uint64_t*)op->u.result = *(uint64_t*)uct_hipower_tx_op_buffer(op);
+}
+
 /* A size within the operation's limit, and room to post it now */
 static inline ucs_status_t uct_hipower_ep_rma_admit(uct_hipower_ep_t *ep,
                                                     const char *name,
@@ -138,7 +153,7 @@ ssize_t uct_hipower_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
         return status;
     }
 
-    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_SEND, NULL);
+    op = uct_hipower_ep_op_get(ep, NULL, 0, NULL);
     if (ucs_unlikely(op == NULL)) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -188,7 +203,8 @@ ucs_status_t uct_hipower_ep_get_bcopy(uct_ep_h tl_ep,
         return status;
     }
 
-    op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_GET_BCOPY, comp);
+    op = uct_hipower_ep_op_get(ep, uct_hipower_ep_get_bcopy_done,
+                               UCT_HIPOWER_OP_FLAG_USER, comp);
     if (ucs_unlikely(op == NULL)) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -242,7 +258,7 @@ uct_hipower_ep_rma_zcopy(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
     }
 
     if (comp != NULL) {
-        op = uct_hipower_ep_op_get(ep, UCT_HIPOWER_OP_COMP, comp);
+        op = uct_hipower_ep_op_get(ep, NULL, 0, comp);
         if (ucs_unlikely(op == NULL)) {
             return UCS_ERR_NO_RESOURCE;
         }
@@ -315,9 +331,10 @@ uct_hipower_ep_atomic64(uct_hipower_ep_t *ep, enum ibv_wr_opcode opcode,
 
     /* A posted (non-fetching) atomic still needs somewhere to put the
      * result: the buffer goes back to the pool when a later WR completes */
-    op = uct_hipower_ep_op_get(ep, (result != NULL) ?
-                                       UCT_HIPOWER_OP_ATOMIC64 :
-                                       UCT_HIPOWER_OP_SEND, comp);
+    op = (result != NULL) ?
+         uct_hipower_ep_op_get(ep, uct_hipower_ep_atomic64_done,
+                               UCT_HIPOWER_OP_FLAG_USER, comp) :
+         uct_hipower_ep_op_get(ep, NULL, 0, comp);
     if (ucs_unlikely(op == NULL)) {
         return UCS_ERR_NO_RESOURCE;
     }

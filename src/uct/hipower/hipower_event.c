@@ -278,7 +278,7 @@ static ucs_status_t uct_hipower_iface_arm_recv(uct_hipower_iface_t *iface)
         if (ep->event.confirmed_gen != iface->event.gen) {
             if (ep->event.posted_gen != iface->event.gen) {
                 uct_hipower_ep_post_sleep(ep, iface->event.gen,
-                                          UCT_HIPOWER_OP_ARM);
+                                          uct_hipower_ep_arm_done);
             }
             status = UCS_ERR_BUSY;
         } else if ((int32_t)(uct_hipower_ep_rx_delivered(ep) -

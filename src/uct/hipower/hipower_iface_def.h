@@ -341,14 +341,34 @@ typedef struct uct_hipower_iface {
 } uct_hipower_iface_t;
 
 
+struct uct_hipower_tx_op;
+struct uct_hipower_txqp;
+
+/*
+ * What the completion of an operation's work request means to the unit that
+ * posted it (a recycle READ's bitmap applied, a get's data unpacked, a
+ * handshake confirmed), called by the completion walk of its QP, which does
+ * not name it (UCX's rc: op->handler). NULL: nothing beyond the user's
+ * completion. Runs before that completion is called.
+ */
+typedef void (*uct_hipower_op_handler_t)(struct uct_hipower_tx_op *op,
+                                         struct uct_hipower_txqp *txqp);
+
+enum {
+    /* Its handler calls the user's code or writes the user's memory: only
+     * the user's thread completes it (hipower_ep_hold.c) */
+    UCT_HIPOWER_OP_FLAG_USER = UCS_BIT(0)
+};
+
 /* Send-side operation awaiting completion of its work request */
 typedef struct uct_hipower_tx_op {
     ucs_queue_elem_t             queue;
     uint64_t                     sn;       /* Of the work request */
     uct_completion_t             *comp;    /* User completion, or NULL */
+    uct_hipower_op_handler_t     handler;  /* Or NULL */
     uint64_t                     msg_count; /* Messages posted up to this op */
     uint32_t                     lkey;     /* Of the buffer that follows */
-    uint8_t                      type;     /* uct_hipower_op_type_t */
+    uint8_t                      flags;    /* UCT_HIPOWER_OP_FLAG_* */
     union {
         struct {
             uct_unpack_callback_t cb;
@@ -378,19 +398,6 @@ typedef struct uct_hipower_txqp {
     unsigned                     recvs;        /* Wake-up receives posted */
     uint8_t                      is_gc;        /* 0: part of a live endpoint */
 } uct_hipower_txqp_t;
-
-
-typedef enum {
-    UCT_HIPOWER_OP_SEND,        /* am_* / put_bcopy (bcopy buffer follows) */
-    UCT_HIPOWER_OP_COMP,        /* zcopy / flush: completion only */
-    UCT_HIPOWER_OP_GET_BCOPY,   /* READ into the buffer, then unpack */
-    UCT_HIPOWER_OP_ATOMIC64,    /* Fetching atomic: copy the result out */
-    UCT_HIPOWER_OP_ATOMIC32,
-    UCT_HIPOWER_OP_RECYCLE_READ,
-    UCT_HIPOWER_OP_NOTIFY_READ,
-    UCT_HIPOWER_OP_ARM,         /* Wakeup handshake READ (see hipower_event.c) */
-    UCT_HIPOWER_OP_DEMOTE       /* The same for one idle endpoint */
-} uct_hipower_op_type_t;
 
 
 static inline void *uct_hipower_tx_op_buffer(uct_hipower_tx_op_t *op)

@@ -173,7 +173,8 @@ void uct_hipower_op_release(uct_hipower_tx_op_t *op)
  * NULL if it cannot go now.
  */
 static uct_hipower_tx_op_t *
-uct_hipower_ep_bitmap_read_wr(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
+uct_hipower_ep_bitmap_read_wr(uct_hipower_ep_t *ep,
+                              uct_hipower_op_handler_t handler,
                               uint32_t flag, void *local, uint32_t num_slots,
                               uint32_t lkey, uint64_t remote_addr,
                               struct ibv_send_wr *wr, struct ibv_sge *sge,
@@ -189,7 +190,7 @@ uct_hipower_ep_bitmap_read_wr(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
         return NULL;
     }
 
-    op = uct_hipower_ep_op_get(ep, type, NULL);
+    op = uct_hipower_ep_op_get(ep, handler, 0, NULL);
     if (op == NULL) {
         return NULL;
     }
@@ -224,7 +225,7 @@ static void uct_hipower_ep_bitmap_read_posted(uct_hipower_ep_t *ep,
 /* One signaled RDMA_READ of a peer bitmap, posted alone: see
  * uct_hipower_ep_bitmap_read_wr(). Returns 1 if posted. */
 static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
-                                           uct_hipower_op_type_t type,
+                                           uct_hipower_op_handler_t handler,
                                            uint32_t flag, void *local,
                                            uint32_t num_slots, uint32_t lkey,
                                            uint64_t remote_addr)
@@ -233,8 +234,8 @@ static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
     struct ibv_sge sge;
     uct_hipower_tx_op_t *op;
 
-    op = uct_hipower_ep_bitmap_read_wr(ep, type, flag, local, num_slots, lkey,
-                                       remote_addr, &wr, &sge, 1);
+    op = uct_hipower_ep_bitmap_read_wr(ep, handler, flag, local, num_slots,
+                                       lkey, remote_addr, &wr, &sge, 1);
     if (op == NULL) {
         return 0;
     }
@@ -246,6 +247,30 @@ static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
 
     ep->flags |= flag;
     return 1;
+}
+
+/* A recycle READ completed: the receiver's consumed bitmap, as read, gives
+ * back the slots it released. A copy of an old run's bitmap, read before
+ * we moved to a new run, recycles nothing: its bound is below what the
+ * switch counted as recycled (hipower_tx_ring_switch()). The completion
+ * walk asks for slots again if the endpoint is still blocked. */
+static void uct_hipower_ep_recycle_done(uct_hipower_tx_op_t *op,
+                                        uct_hipower_txqp_t *txqp)
+{
+    uct_hipower_ep_t *ep = uct_hipower_txqp_ep(txqp);
+
+    ucs_memory_cpu_load_fence();
+    uct_hipower_ep_iface(ep)->stats.slots_recycled +=
+            hipower_tx_ring_recycle(&ep->tx.ring, ep->ctrl->peer_consumed,
+                                    op->u.taken_at_read);
+    ep->flags &= ~UCT_HIPOWER_EP_FLAG_RECYCLE_READ;
+}
+
+/* A pull-mode READ of the peer's published bitmap completed */
+static void uct_hipower_ep_notify_done(uct_hipower_tx_op_t *op,
+                                       uct_hipower_txqp_t *txqp)
+{
+    uct_hipower_txqp_ep(txqp)->flags &= ~UCT_HIPOWER_EP_FLAG_NOTIFY_READ;
 }
 
 /* Where the recycle READ reads: the receiver's consumed bitmap of our
@@ -262,7 +287,7 @@ uct_hipower_ep_recycle_addr(uct_hipower_ep_t *ep)
 void uct_hipower_ep_post_recycle_read(uct_hipower_ep_t *ep)
 {
     if ((ep->tx.ring.num_slots > 0) &&
-        uct_hipower_ep_post_bitmap_read(ep, UCT_HIPOWER_OP_RECYCLE_READ,
+        uct_hipower_ep_post_bitmap_read(ep, uct_hipower_ep_recycle_done,
                                         UCT_HIPOWER_EP_FLAG_RECYCLE_READ,
                                         ep->ctrl->peer_consumed,
                                         ep->tx.ring.num_slots,
@@ -279,7 +304,7 @@ uct_hipower_ep_recycle_read_wr(uct_hipower_ep_t *ep, struct ibv_send_wr *wr,
     if (ep->tx.ring.num_slots == 0) {
         return NULL;
     }
-    return uct_hipower_ep_bitmap_read_wr(ep, UCT_HIPOWER_OP_RECYCLE_READ,
+    return uct_hipower_ep_bitmap_read_wr(ep, uct_hipower_ep_recycle_done,
                                          UCT_HIPOWER_EP_FLAG_RECYCLE_READ,
                                          ep->ctrl->peer_consumed,
                                          ep->tx.ring.num_slots,
@@ -296,12 +321,18 @@ void uct_hipower_ep_recycle_read_posted(uct_hipower_ep_t *ep,
     uct_hipower_ep_iface(ep)->stats.bitmap_reads++;
 }
 
+void uct_hipower_ep_bitmap_reads_dropped(uct_hipower_ep_t *ep)
+{
+    ep->flags &= ~(UCT_HIPOWER_EP_FLAG_RECYCLE_READ |
+                   UCT_HIPOWER_EP_FLAG_NOTIFY_READ);
+}
+
 /* Pull mode: the receiver reads the sender's published bitmap. Of the
  * transport's own accord, so only once the peer is known to be ready. */
 void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep)
 {
     if (uct_hipower_ep_may_initiate(ep) &&
-        uct_hipower_ep_post_bitmap_read(ep, UCT_HIPOWER_OP_NOTIFY_READ,
+        uct_hipower_ep_post_bitmap_read(ep, uct_hipower_ep_notify_done,
                                         UCT_HIPOWER_EP_FLAG_NOTIFY_READ,
                                         ep->ctrl->written_view,
                                         ep->rx.ring.num_slots,

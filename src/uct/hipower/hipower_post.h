@@ -196,17 +196,19 @@ uct_hipower_ep_msg_wrs(uct_hipower_ep_t *ep)
     return ep->tx.msg_wrs;
 }
 
-/* An operation record (with its buffer) from the interface's send pool */
+/* An operation record (with its buffer) from the interface's send pool,
+ * completed by @a handler (NULL: the user's @a comp alone) */
 static UCS_F_ALWAYS_INLINE uct_hipower_tx_op_t *
-uct_hipower_ep_op_get(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
-                      uct_completion_t *comp)
+uct_hipower_ep_op_get(uct_hipower_ep_t *ep, uct_hipower_op_handler_t handler,
+                      uint8_t flags, uct_completion_t *comp)
 {
     uct_hipower_tx_op_t *op;
 
     op = ucs_mpool_get_inline(&uct_hipower_ep_iface(ep)->tx_mp);
     if (ucs_likely(op != NULL)) {
-        op->type = type;
-        op->comp = comp;
+        op->handler = handler;
+        op->flags   = flags;
+        op->comp    = comp;
     }
     return op;
 }
@@ -364,5 +366,9 @@ uct_hipower_ep_recycle_read_wr(uct_hipower_ep_t *ep, struct ibv_send_wr *wr,
 void uct_hipower_ep_recycle_read_posted(uct_hipower_ep_t *ep,
                                         uct_hipower_tx_op_t *op);
 void uct_hipower_ep_post_notify_read(uct_hipower_ep_t *ep);
+
+/* The endpoint's operations were canceled: no bitmap READ is out any more
+ * (their handlers will not run), and none goes again */
+void uct_hipower_ep_bitmap_reads_dropped(uct_hipower_ep_t *ep);
 
 #endif

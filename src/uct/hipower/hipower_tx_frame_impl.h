@@ -62,8 +62,8 @@ uct_hipower_ep_tx_check(uct_hipower_ep_t *ep)
 
 /* Admission plus a send descriptor whose buffer holds header and data */
 static inline ucs_status_t
-uct_hipower_ep_tx_op_get(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
-                         uct_completion_t *comp, uct_hipower_tx_op_t **op_p)
+uct_hipower_ep_tx_op_get(uct_hipower_ep_t *ep, uct_completion_t *comp,
+                         uct_hipower_tx_op_t **op_p)
 {
     uct_hipower_tx_op_t *op;
     ucs_status_t status;
@@ -73,7 +73,7 @@ uct_hipower_ep_tx_op_get(uct_hipower_ep_t *ep, uct_hipower_op_type_t type,
         return status;
     }
 
-    op = uct_hipower_ep_op_get(ep, type, comp);
+    op = uct_hipower_ep_op_get(ep, NULL, 0, comp);
     if (ucs_unlikely(op == NULL)) {
         return UCS_ERR_NO_RESOURCE;
     }
