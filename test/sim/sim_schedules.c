@@ -376,6 +376,12 @@ static sched_conn_t *sched_conn_of(int side, uct_ep_h ep, int *dir)
 }
 
 
+static int sched_stream_open(sched_conn_t *conn, int dir)
+{
+    return conn->used && (conn->ep[dir] != NULL) && !conn->failed[dir] &&
+           !conn->destroyed[!dir];
+}
+
 /* The region at side[!dir] that the RMA operations of @a dir write */
 static uint8_t *sched_region(sched_conn_t *conn, int dir)
 {
@@ -383,10 +389,9 @@ static uint8_t *sched_region(sched_conn_t *conn, int dir)
            ((size_t)(conn - sch.conns) * 2 + dir) * RMA_REGION;
 }
 
-/* A message is delivered: every byte of its stream's region that an RMA
- * operation accepted before it wrote last holds what that one wrote. (The
- * bytes later ones wrote may hold anything: a later write may land before
- * the receiver gets to the message, on any RC transport.) */
+/* A byte of @a dir's region that one of its first @a ops RMA operations
+ * wrote last and that does not hold what it wrote: 1 and the byte in
+ * *byte_p, or 0 */
 static int sched_region_short(sched_conn_t *conn, int dir, uint32_t ops,
                               uint32_t *byte_p)
 {
@@ -404,6 +409,10 @@ static int sched_region_short(sched_conn_t *conn, int dir, uint32_t ops,
     return 0;
 }
 
+/* A message is delivered: every byte of its stream's region that an RMA
+ * operation accepted before it wrote last holds what that one wrote. (The
+ * bytes later ones wrote may hold anything: a later write may land before
+ * the receiver gets to the message, on any RC transport.) */
 static void sched_check_region(sched_conn_t *conn, int dir,
                                const sched_msg_t *msg)
 {
@@ -425,6 +434,31 @@ static void sched_check_region(sched_conn_t *conn, int dir,
     ++sch.am_rma_checked;
 }
 
+/* The first RMA operation still outstanding on an open stream of a
+ * connection nothing happened to: with @a conn, one of its @a dir numbered
+ * below @a before; else any. NULL if there is none. */
+static sched_rma_op_t *sched_rma_outstanding(sched_conn_t *conn, int dir,
+                                             uint32_t before)
+{
+    sched_rma_op_t *op;
+    sched_conn_t *c;
+    unsigned s, i;
+
+    for (s = 0; s < NUM_SIDES; ++s) {
+        for (i = 0; i < RMA_OPS; ++i) {
+            op = &sch.sides[s].rma_ops[i];
+            c  = &sch.conns[op->conn];
+            if (op->busy && !c->excused && sched_stream_open(c, op->dir) &&
+                ((conn == NULL) ||
+                 ((c == conn) && (op->dir == dir) &&
+                  (op->op_index < before)))) {
+                return op;
+            }
+        }
+    }
+    return NULL;
+}
+
 /* A flush of @a dir of @a conn completed: every RMA operation accepted
  * before it completed, and every byte one of them wrote last holds what
  * it wrote (uct.h: a flush completes once every operation issued before
@@ -434,23 +468,16 @@ static void sched_check_flushed(sched_conn_t *conn, int dir)
     sched_stream_t *stream = &conn->stream[dir];
     const uint8_t *region  = sched_region(conn, dir);
     sched_rma_op_t *op;
-    unsigned s, i;
     uint32_t b;
 
     if (conn->excused || conn->failed[dir] || conn->hostile) {
         return;
     }
-    for (s = 0; s < NUM_SIDES; ++s) {
-        for (i = 0; i < RMA_OPS; ++i) {
-            op = &sch.sides[s].rma_ops[i];
-            if (op->busy && (&sch.conns[op->conn] == conn) &&
-                (op->dir == dir) && (op->op_index < stream->flush_rma)) {
-                sched_fail("side %d: connection %ld dir %d: a flush "
-                           "completed before %s %u, accepted before it",
-                           conn->side[dir], (long)(conn - sch.conns), dir,
-                           op->what, op->op_index);
-            }
-        }
+    op = sched_rma_outstanding(conn, dir, stream->flush_rma);
+    if (op != NULL) {
+        sched_fail("side %d: connection %ld dir %d: a flush completed before "
+                   "%s %u, accepted before it", conn->side[dir],
+                   (long)(conn - sch.conns), dir, op->what, op->op_index);
     }
     if (sched_region_short(conn, dir, stream->flush_rma, &b)) {
         sched_fail("side %d: connection %ld dir %d: a flush completed "
@@ -926,12 +953,6 @@ static void sched_connect(void)
                 y);
 }
 
-static int sched_stream_open(sched_conn_t *conn, int dir)
-{
-    return conn->used && (conn->ep[dir] != NULL) && !conn->failed[dir] &&
-           !conn->destroyed[!dir];
-}
-
 static void sched_zcomp(uct_completion_t *comp)
 {
     /* ucs_container_of would need the index: the busy flag is cleared by
@@ -1398,8 +1419,8 @@ static void sched_flush(sched_conn_t *conn, int dir)
         sched_check_flushed(conn, dir);
     } else if (status == UCS_INPROGRESS) {
         stream->flushing = 1;
-    } else if ((status != UCS_OK) && (status != UCS_ERR_NO_RESOURCE) &&
-               !conn->excused && !conn->failed[dir]) {
+    } else if ((status != UCS_ERR_NO_RESOURCE) && !conn->excused &&
+               !conn->failed[dir]) {
         sched_fail("flush on connection %ld failed: %s",
                    (long)(conn - sch.conns), ucs_status_string(status));
     }
@@ -1793,25 +1814,6 @@ static int sched_unsettled(int check_pending, unsigned skip_receivers,
     return -1;
 }
 
-/* An RMA operation of an open connection nothing happened to is still
- * to complete */
-static int sched_rma_busy(void)
-{
-    sched_conn_t *conn;
-    unsigned s, i;
-
-    for (s = 0; s < NUM_SIDES; ++s) {
-        for (i = 0; i < RMA_OPS; ++i) {
-            conn = &sch.conns[sch.sides[s].rma_ops[i].conn];
-            if (sch.sides[s].rma_ops[i].busy && !conn->excused &&
-                sched_stream_open(conn, sch.sides[s].rma_ops[i].dir)) {
-                return 1;
-            }
-        }
-    }
-    return 0;
-}
-
 /* A flush of @a dir of @a conn refused for resources may stay refused
  * where waiters may not be served (see sch.waiters_served): a pending
  * request, or a bundle, waiting for a run may wait for ever (the settle
@@ -1954,7 +1956,7 @@ static void sched_finish(void)
             }
         }
         /* (An operation with a completion completes without a flush) */
-        if ((unflushed == 0) && !sched_rma_busy()) {
+        if ((unflushed == 0) && (sched_rma_outstanding(NULL, 0, 0) == NULL)) {
             break;
         }
         for (s = 0; s < NUM_SIDES; ++s) {
@@ -1979,17 +1981,13 @@ static void sched_finish(void)
 
     /* Every RMA operation of a connection nothing happened to completed,
      * and left in its region what the stream's shadow says */
-    for (s = 0; s < NUM_SIDES; ++s) {
-        for (d = 0; d < RMA_OPS; ++d) {
-            sched_rma_op_t *op = &sch.sides[s].rma_ops[d];
+    {
+        sched_rma_op_t *op = sched_rma_outstanding(NULL, 0, 0);
 
-            conn = &sch.conns[op->conn];
-            if (op->busy && !conn->excused &&
-                sched_stream_open(conn, op->dir)) {
-                sched_fail("side %u: %s %u of connection %d did not complete "
-                           "after its flush", s, op->what, op->op_index,
-                           op->conn);
-            }
+        if (op != NULL) {
+            sched_fail("side %d: %s %u of connection %d did not complete "
+                       "after its flush", sch.conns[op->conn].side[op->dir],
+                       op->what, op->op_index, op->conn);
         }
     }
     for (c = 0; c < sch.num_conns; ++c) {
