@@ -144,8 +144,8 @@ static void wait_handshakes_done(void)
 {
     double deadline = now_sec() + CONNECT_WAIT_SEC;
 
-    while (!ucs_list_is_empty(&hiface(&side_a)->cm.conns) ||
-           !ucs_list_is_empty(&hiface(&side_b)->cm.conns)) {
+    while (!ucs_list_is_empty(&hiface(&side_a)->cm.sock.conns) ||
+           !ucs_list_is_empty(&hiface(&side_b)->cm.sock.conns)) {
         progress(1, 1);
         ck_assert_msg(now_sec() < deadline, "handshakes still under way");
     }
@@ -671,7 +671,7 @@ START_TEST(test_connect_hostile_requests)
     got = raw_request(&addr_b, &msg, 50, &ans);
     ck_assert_int_eq(got, 0);
     ck_assert_uint_eq(ib->num_eps, 0);
-    ck_assert_uint_eq(ib->cm.num_passive, 0);
+    ck_assert_uint_eq(ib->cm.sock.num_passive, 0);
 
     /* And the listener still serves */
     ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &addr_b, &pairs[0].ep_a),
@@ -708,7 +708,7 @@ START_TEST(test_connect_destroy_midway)
         uct_ep_destroy(pairs[0].ep_a);
         pairs[0].ep_a = NULL;
     }
-    ck_assert_uint_eq(ia->cm.num_active, 0);
+    ck_assert_uint_eq(ia->cm.sock.num_active, 0);
     ck_assert_uint_eq(ia->num_eps, 0);
     ck_assert_uint_eq(ep_errors_a, 0);
 
@@ -747,7 +747,7 @@ START_TEST(test_connect_many_queued)
     for (i = 0; i < n; ++i) {
         (void)send_one(&pairs[i], i, 0, MSG_HDR_SIZE, 0);
     }
-    ck_assert_uint_le(ia->cm.num_active, 4);
+    ck_assert_uint_le(ia->cm.sock.num_active, 4);
     for (i = 0; i < n; ++i) {
         send_retrying(i, msgs);
     }
@@ -786,7 +786,7 @@ START_TEST(test_connect_busy_peer)
 
     /* B computes: only its async thread runs */
     end = now_sec() + 1.0;
-    while ((ib->stats.cm_acked == 0) || (ia->cm.num_active > 0)) {
+    while ((ib->stats.cm_acked == 0) || (ia->cm.sock.num_active > 0)) {
         progress(1, 0);
         ck_assert_msg(now_sec() < end + CONNECT_WAIT_SEC, "B's async thread "
                       "did not acknowledge the request");
@@ -801,7 +801,7 @@ START_TEST(test_connect_busy_peer)
                   "computed", ucs_status_string(ep_error_status));
     ck_assert_uint_eq(ia->stats.cm_failed, 0);
     ck_assert_uint_eq(ib->num_eps, 0);
-    ck_assert_uint_eq(ib->cm.num_held, 1);
+    ck_assert_uint_eq(ib->cm.sock.num_held, 1);
     ck_assert_msg(ia->stats.cm_polls - polls <= calls / 32 + 2,
                   "%lu polls in %lu progress calls while waiting",
                   (unsigned long)(ia->stats.cm_polls - polls),
@@ -812,7 +812,7 @@ START_TEST(test_connect_busy_peer)
     wait_received(first + 20);
     ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
     ck_assert_uint_eq(ib->stats.cm_accepted, 1);
-    ck_assert_uint_eq(ib->cm.num_held, 0);
+    ck_assert_uint_eq(ib->cm.sock.num_held, 0);
     destroy_pairs(0, 1);
     connect_teardown();
 }
@@ -977,7 +977,7 @@ START_TEST(test_connect_host_vanishes)
         progress(1, 0);
     }
     ck_assert_uint_eq(ep_errors_a, 0);
-    ck_assert_uint_eq(hiface(&side_a)->cm.num_active, 0); /* acked */
+    ck_assert_uint_eq(hiface(&side_a)->cm.sock.num_active, 0); /* acked */
 
     loopback_drop(1);
     start = now_sec();
@@ -1134,7 +1134,7 @@ START_TEST(test_connect_idle_flood)
     while (now_sec() < end) {
         progress(0, 1);
     }
-    ck_assert_uint_le(ib->cm.num_passive, 2);
+    ck_assert_uint_le(ib->cm.sock.num_passive, 2);
 
     ck_assert_int_eq(ep_to_iface(&side_a, &side_b, &addr_b, &pairs[0].ep_a),
                      UCS_OK);
@@ -1148,11 +1148,11 @@ START_TEST(test_connect_idle_flood)
      * accepted only now), far within CONNECT_TIMEOUT (30 s). Bounded by
      * that work, not by a clock a loaded machine stretches. */
     end = now_sec() + 15.0;
-    while ((ib->cm.num_passive > 0) || (ib->stats.cm_evicted < 20)) {
+    while ((ib->cm.sock.num_passive > 0) || (ib->stats.cm_evicted < 20)) {
         progress(1, 1);
         ck_assert_msg(now_sec() < end, "%u idle connections still held, "
                       "%lu closed, 15 s later (CONNECT_TIMEOUT 30 s)",
-                      ib->cm.num_passive,
+                      ib->cm.sock.num_passive,
                       (unsigned long)ib->stats.cm_evicted);
     }
     for (i = 0; i < 20; ++i) {

@@ -107,6 +107,35 @@ static ucs_status_t uct_hipower_cm_ep_new(const uct_ep_params_t *params,
     return status;
 }
 
+/* Starts the endpoints queued while max_conns handshakes were out */
+static void uct_hipower_cm_ep_next(uct_hipower_iface_t *iface)
+{
+    uct_hipower_ep_t *ep;
+
+    while (!ucs_list_is_empty(&iface->cm.waiting) &&
+           (iface->cm.sock.num_active < iface->cm.max_conns)) {
+        ep = ucs_list_extract_head(&iface->cm.waiting, uct_hipower_ep_t,
+                                   cm.list);
+        ep->cm.listed = UCT_HIPOWER_CM_LISTED_NONE;
+        if (uct_hipower_cm_connect(ep) != UCS_OK) {
+            ep->cm.state = UCT_HIPOWER_CM_FAILED;
+            uct_hipower_ep_fail(ep, UCS_ERR_IO_ERROR);
+        }
+    }
+}
+
+/* The interface's cm.conn_room: a handshake connection left its short
+ * phase or ended (hipower_cm_sock.c) */
+static void uct_hipower_cm_conn_room(uct_hipower_cm_t *cm)
+{
+    uct_hipower_iface_t *iface = ucs_container_of(cm, uct_hipower_iface_t,
+                                                  cm);
+
+    if (iface->cm.enabled) {
+        uct_hipower_cm_ep_next(iface);
+    }
+}
+
 void uct_hipower_cm_ep_start(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
@@ -318,7 +347,7 @@ static int uct_hipower_cm_from_self(uct_hipower_cm_conn_t *conn)
     ucs_status_t status;
     socklen_t len;
 
-    ucs_list_for_each(mine, &conn->cm->conns, list) {
+    ucs_list_for_each(mine, &conn->cm->sock.conns, list) {
         len = sizeof(ss);
         if (!mine->active || (mine->fd < 0) ||
             (mine->ep_cm->peer_uuid != conn->in.src_uuid) ||
@@ -623,12 +652,7 @@ static void uct_hipower_cm_active(uct_hipower_cm_conn_t *conn)
             uct_hipower_cm_conn_free(conn);
         } else if (rej == HIPOWER_HS_REJ_AWAIT_PEER) {
             /* No socket any more: CONNECT_TIMEOUT for the peer's REQ */
-            uct_hipower_cm_conn_close_fd(conn);
-            ucs_list_del(&conn->ready_list);
-            --iface->cm.num_ready;
-            conn->queued   = 0;
-            conn->state    = UCT_HIPOWER_CONN_AWAIT;
-            conn->deadline = ucs_get_time() + iface->cm.timeout;
+            uct_hipower_cm_conn_await(conn);
             ep->cm.state = UCT_HIPOWER_CM_AWAIT_PEER;
         } else {
             ucs_error(UCT_HIPOWER_EP_FMT ": %s refused the connection: %s",
@@ -666,37 +690,14 @@ static void uct_hipower_cm_active(uct_hipower_cm_conn_t *conn)
     uct_hipower_cm_conn_free(conn);
 }
 
-unsigned uct_hipower_cm_poll(uct_hipower_iface_t *iface)
-{
-    struct epoll_event events[16];
-    uct_hipower_cm_conn_t *conn;
-    int i, num;
-
-    iface->stats.cm_polls++;
-    num = epoll_wait(iface->cm.io_epfd, events, ucs_static_array_size(events),
-                     0);
-    iface->cm.in_poll = 1; /* Events below may name a conn dropped above */
-    for (i = 0; i < num; ++i) {
-        conn = events[i].data.ptr;
-        if (conn == NULL) {
-            uct_hipower_cm_listen_io(iface->cm.listen_fd, 0, iface);
-        } else if (conn->fd >= 0) {
-            /* Not freed: only progress frees, after this */
-            uct_hipower_cm_conn_io(conn->fd, 0, conn);
-        }
-    }
-    iface->cm.in_poll = 0;
-    return (num > 0) ? num : 0;
-}
-
 unsigned uct_hipower_cm_progress(uct_hipower_iface_t *iface)
 {
     uct_hipower_cm_conn_t *conn;
     uct_hipower_ep_t *ep, *tmp;
     unsigned count = 0;
 
-    while (!ucs_list_is_empty(&iface->cm.ready)) {
-        conn = ucs_list_head(&iface->cm.ready, uct_hipower_cm_conn_t,
+    while (!ucs_list_is_empty(&iface->cm.sock.ready)) {
+        conn = ucs_list_head(&iface->cm.sock.ready, uct_hipower_cm_conn_t,
                              ready_list);
         ++count;
         if (conn->active) {
@@ -720,12 +721,11 @@ unsigned uct_hipower_cm_progress(uct_hipower_iface_t *iface)
         ++count;
     }
 
-    if (iface->cm.probe_due) {
+    if (uct_hipower_cm_probe_take(iface)) {
         /* A signaled zero-length write each (uct_ep_check()'s): a dead
          * peer fails it after the retries, and the failure dooms the
          * endpoint (uct_hipower_cm_ep_gone()). One busy with its own
          * signaled requests is probed by them. */
-        iface->cm.probe_due = 0;
         ucs_list_for_each(ep, &iface->ep_list, list) {
             if (ep->cm.internal &&
                 (ep->cm.listed == UCT_HIPOWER_CM_LISTED_NONE) &&
@@ -744,17 +744,17 @@ ucs_status_t uct_hipower_cm_arm(uct_hipower_iface_t *iface)
     uint64_t value;
 
     /* Drained first: a handler that queues after the checks signals anew */
-    while (read(iface->cm.event_fd, &value, sizeof(value)) > 0) {
+    while (read(iface->cm.sock.event_fd, &value, sizeof(value)) > 0) {
     }
 
     /* An edge the async thread found while the lock was taken is not
      * signaled again: look at the sockets before sleeping */
-    if (!ucs_list_is_empty(&iface->cm.conns)) {
+    if (!ucs_list_is_empty(&iface->cm.sock.conns)) {
         uct_hipower_cm_poll(iface);
     }
 
-    if ((iface->cm.num_ready > 0) || !ucs_list_is_empty(&iface->cm.doomed) ||
-        iface->cm.probe_due) {
+    if ((iface->cm.sock.num_ready > 0) || !ucs_list_is_empty(&iface->cm.doomed) ||
+        iface->cm.sock.probe_due) {
         return UCS_ERR_BUSY;
     }
     return UCS_OK;
@@ -763,29 +763,15 @@ ucs_status_t uct_hipower_cm_arm(uct_hipower_iface_t *iface)
 void uct_hipower_cm_construct(uct_hipower_iface_t *iface)
 {
     iface->cm.enabled      = 0;
-    iface->cm.listen_fd    = -1;
-    iface->cm.event_fd     = -1;
-    iface->cm.io_epfd      = -1;
-    uct_hipower_timer_init(&iface->cm.timer, iface->super.worker->async, 0,
-                           uct_hipower_cm_timer, iface);
     iface->cm.timeout      = 0;
     iface->cm.max_conns    = 1;
-    iface->cm.num_ready    = 0;
-    iface->cm.num_active   = 0;
-    iface->cm.num_passive  = 0;
     iface->cm.num_internal = 0;
-    iface->cm.probe_due    = 0;
-    iface->cm.next_probe   = 0;
-    iface->cm.last_warn    = 0;
-    iface->cm.num_held     = 0;
     iface->cm.max_held     = 1;
     iface->cm.max_internal = 1;
-    iface->cm.in_poll      = 0;
-    iface->cm.listen_paused = 0;
+    iface->cm.conn_room    = uct_hipower_cm_conn_room;
     memset(&iface->cm.addr, 0, sizeof(iface->cm.addr));
     iface->cm.addr_str[0]  = '\0';
-    ucs_list_head_init(&iface->cm.conns);
-    ucs_list_head_init(&iface->cm.ready);
+    uct_hipower_cm_sock_init(iface);
     ucs_list_head_init(&iface->cm.waiting);
     ucs_list_head_init(&iface->cm.doomed);
     ucs_conn_match_init(&iface->cm.match, sizeof(uint64_t),
@@ -796,7 +782,6 @@ ucs_status_t uct_hipower_cm_open(uct_hipower_iface_t *iface,
                                  const char *netdev, ucs_time_t timeout,
                                  unsigned max_conns)
 {
-    struct epoll_event event;
     ucs_status_t status;
     uint64_t uuid;
 
@@ -814,50 +799,13 @@ ucs_status_t uct_hipower_cm_open(uct_hipower_iface_t *iface,
     } while (uuid == 0);
     iface->cm.addr.uuid = uuid;
 
-    /* The deadline timer's fds before any connection's socket
-     * (hipower_timer.h: uct_hipower_timer_prepare()) */
-    (void)uct_hipower_timer_prepare(&iface->cm.timer);
-
-    iface->cm.io_epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (iface->cm.io_epfd < 0) {
-        ucs_error("hipower %s: epoll_create1() failed: %m", iface->dev_name);
-        status = UCS_ERR_IO_ERROR;
-        goto err;
-    }
-
-    iface->cm.event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (iface->cm.event_fd < 0) {
-        ucs_error("hipower %s: eventfd() failed: %m", iface->dev_name);
-        status = UCS_ERR_IO_ERROR;
-        goto err;
-    }
-
-    if (iface->event.epfd >= 0) {
-        /* The interface's event fd (hipower_event.c) has ours too */
-        memset(&event, 0, sizeof(event));
-        event.events  = EPOLLIN;
-        event.data.fd = iface->cm.event_fd;
-        if (epoll_ctl(iface->event.epfd, EPOLL_CTL_ADD, event.data.fd,
-                      &event) < 0) {
-            goto err_epoll;
-        }
-    }
-
-    status = uct_hipower_cm_listen(iface, netdev);
+    status = uct_hipower_cm_sock_open(iface, netdev);
     if (status != UCS_OK) {
-        goto err;
+        return status;
     }
 
     iface->cm.enabled = 1;
     return UCS_OK;
-
-err_epoll:
-    ucs_error("hipower %s: epoll_ctl() failed: %m", iface->dev_name);
-    status = UCS_ERR_IO_ERROR;
-err:
-    uct_hipower_cm_close_fds(iface);
-    uct_hipower_timer_cleanup(&iface->cm.timer); /* Its prepared fds */
-    return status;
 }
 
 void uct_hipower_cm_cleanup(uct_hipower_iface_t *iface)
@@ -866,12 +814,7 @@ void uct_hipower_cm_cleanup(uct_hipower_iface_t *iface)
     uct_hipower_cm_conn_t *conn, *tmp_conn;
     uct_hipower_ep_t *ep, *tmp_ep;
 
-    if (iface->cm.listen_fd >= 0) {
-        ucs_async_remove_handler(iface->cm.listen_fd, 1);
-        close(iface->cm.listen_fd);
-        iface->cm.listen_fd = -1;
-    }
-    uct_hipower_timer_cleanup(&iface->cm.timer);
+    uct_hipower_cm_sock_stop(iface);
 
     UCS_ASYNC_BLOCK(async);
     /* Endpoints made for peers: nobody else destroys them */
@@ -887,7 +830,7 @@ void uct_hipower_cm_cleanup(uct_hipower_iface_t *iface)
         ep->cm.listed = UCT_HIPOWER_CM_LISTED_NONE;
     }
     iface->cm.enabled = 0;
-    ucs_list_for_each_safe(conn, tmp_conn, &iface->cm.conns, list) {
+    ucs_list_for_each_safe(conn, tmp_conn, &iface->cm.sock.conns, list) {
         uct_hipower_cm_conn_free(conn);
     }
     UCS_ASYNC_UNBLOCK(async);

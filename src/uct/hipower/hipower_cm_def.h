@@ -13,9 +13,10 @@
 #include <sys/socket.h>
 
 /*
- * The connection manager's data (hipower_cm.c writes it): an endpoint's
- * part and the interface's part, here without the functions so that the
- * endpoint and interface structs below hipower_cm.c can hold them.
+ * The connection manager's data: an endpoint's part and the interface's
+ * part (hipower_cm.c writes them, hipower_cm_sock.c the sockets' section),
+ * here without the functions so that the endpoint and interface structs
+ * below hipower_cm.c can hold them.
  */
 
 typedef enum {
@@ -50,15 +51,15 @@ typedef enum {
 } uct_hipower_conn_phase_t;
 
 struct uct_hipower_cm_conn {
-    ucs_list_link_t              list;       /* In cm.conns */
-    ucs_list_link_t              ready_list; /* In cm.ready when queued */
+    ucs_list_link_t              list;       /* In cm.sock.conns */
+    ucs_list_link_t              ready_list; /* In cm.sock.ready when queued */
     struct uct_hipower_cm        *cm;        /* Its interface's */
     struct uct_hipower_ep_cm     *ep_cm;     /* Active: our endpoint's;
                                                 passive: NULL */
     int                          fd;
     int                          active;
     int                          state;      /* uct_hipower_conn_state_t */
-    int                          queued;     /* In cm.ready */
+    int                          queued;     /* In cm.sock.ready */
     int                          phase;      /* uct_hipower_conn_phase_t */
     int                          err;        /* errno of a failure */
     size_t                       offset;     /* Of the message in flight */
@@ -90,6 +91,7 @@ typedef struct uct_hipower_ep_cm {
     uint8_t                      queue;      /* ucs_conn_match_queue_type_t */
     uint8_t                      listed;     /* In cm.waiting or cm.doomed */
     uint8_t                      destroying; /* In uct_ep_destroy() */
+    /* These three hipower_cm_sock.c writes: */
     uint8_t                      attempts;   /* Connections its handshake
                                                 made (uct_hipower_cm_retry()) */
     ucs_time_t                   deadline;   /* Of its first connection */
@@ -97,17 +99,17 @@ typedef struct uct_hipower_ep_cm {
     ucs_list_link_t              list;       /* Waiting to connect, or doomed */
 } uct_hipower_ep_cm_t;
 
-/* The interface's part */
-typedef struct uct_hipower_cm {
-    int                          enabled;
+/*
+ * The interface's sockets: the listener, the handshakes' connections, the
+ * deadline timer and what they hand to progress. hipower_cm_sock.c alone
+ * writes them (test/layers/unit-graph --writers); hipower_cm.c reads them.
+ */
+typedef struct uct_hipower_cm_sock {
     int                          listen_fd;
     int                          event_fd;   /* Handlers' news for a sleeper */
     int                          io_epfd;    /* Listener and handshake
                                                 sockets, polled by progress
                                                 while handshakes run */
-    hipower_hs_iface_addr_t      addr;       /* Our interface address */
-    char                         addr_str[64];
-    ucs_conn_match_ctx_t         match;      /* (peer id, conn_sn) -> ep */
     ucs_list_link_t              conns;      /* Handshakes under way */
     ucs_list_link_t              ready;      /* Finished, for progress */
     unsigned                     num_ready;
@@ -115,23 +117,36 @@ typedef struct uct_hipower_cm {
     unsigned                     num_passive; /* Peers' REQs being read */
     unsigned                     num_held;   /* Peers' REQs read, acked,
                                                 waiting for progress */
-    unsigned                     max_conns;  /* Active and passive ones
-                                                in their short phase, each */
-    unsigned                     max_held;   /* Held REQs, at most */
-    unsigned                     max_internal; /* Internal endpoints, at most */
     int                          in_poll;    /* uct_hipower_cm_poll() runs:
                                                 conns are freed by progress */
     int                          listen_paused; /* max_conns being read,
                                                 none old enough to close */
-    ucs_list_link_t              waiting;    /* Endpoints queued to connect */
-    ucs_list_link_t              doomed;     /* Internal eps to destroy */
-    unsigned                     num_internal;
     int                          probe_due;  /* Timer to progress: probe
                                                 the internal endpoints */
     ucs_time_t                   next_probe; /* When; 0: none planned */
     uct_hipower_timer_t          timer;      /* Deadlines and probes */
-    ucs_time_t                   timeout;    /* UCX_HIPOWER_CONNECT_TIMEOUT */
     ucs_time_t                   last_warn;  /* Refused-request log limit */
+} uct_hipower_cm_sock_t;
+
+/* The interface's part: hipower_cm.c writes it, but for sock */
+typedef struct uct_hipower_cm {
+    int                          enabled;
+    hipower_hs_iface_addr_t      addr;       /* Our interface address */
+    char                         addr_str[64];
+    ucs_conn_match_ctx_t         match;      /* (peer id, conn_sn) -> ep */
+    unsigned                     max_conns;  /* Active and passive ones
+                                                in their short phase, each */
+    unsigned                     max_held;   /* Held REQs, at most */
+    unsigned                     max_internal; /* Internal endpoints, at most */
+    ucs_list_link_t              waiting;    /* Endpoints queued to connect */
+    ucs_list_link_t              doomed;     /* Internal eps to destroy */
+    unsigned                     num_internal;
+    ucs_time_t                   timeout;    /* UCX_HIPOWER_CONNECT_TIMEOUT */
+    /* hipower_cm.c's, called by hipower_cm_sock.c when a connection leaves
+     * its short phase or ends: the next endpoints waiting may connect
+     * (a call up that does not name the unit above) */
+    void                         (*conn_room)(struct uct_hipower_cm *cm);
+    uct_hipower_cm_sock_t        sock;       /* hipower_cm_sock.c's */
 } uct_hipower_cm_t;
 
 #endif

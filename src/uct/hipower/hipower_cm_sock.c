@@ -38,11 +38,11 @@ void uct_hipower_cm_signal(uct_hipower_iface_t *iface)
 {
     uint64_t one = 1;
 
-    if (iface->cm.event_fd < 0) {
+    if (iface->cm.sock.event_fd < 0) {
         return; /* No listener: arm's busy answer covers a sleeper */
     }
     /* Full only after 2^64-2 unread signals: nothing to do then */
-    if ((write(iface->cm.event_fd, &one, sizeof(one)) < 0) &&
+    if ((write(iface->cm.sock.event_fd, &one, sizeof(one)) < 0) &&
         (errno != EAGAIN)) {
         ucs_debug("hipower %s: eventfd write failed: %m", iface->dev_name);
     }
@@ -63,8 +63,8 @@ void uct_hipower_cm_watch(uct_hipower_iface_t *iface, int fd,
     event.events   = ((events & UCS_EVENT_SET_EVREAD) ? EPOLLIN : 0) |
                      ((events & UCS_EVENT_SET_EVWRITE) ? EPOLLOUT : 0);
     event.data.ptr = data;
-    if ((iface->cm.io_epfd >= 0) &&
-        (epoll_ctl(iface->cm.io_epfd, op, fd, &event) < 0)) {
+    if ((iface->cm.sock.io_epfd >= 0) &&
+        (epoll_ctl(iface->cm.sock.io_epfd, op, fd, &event) < 0)) {
         ucs_debug("hipower %s: epoll_ctl(%d) of fd %d failed: %m",
                   iface->dev_name, op, fd);
     }
@@ -83,8 +83,8 @@ static void uct_hipower_cm_conn_queue(uct_hipower_cm_conn_t *conn, int state,
     conn->err   = err;
     if (!conn->queued) {
         conn->queued = 1;
-        ucs_list_add_tail(&iface->cm.ready, &conn->ready_list);
-        ++iface->cm.num_ready;
+        ucs_list_add_tail(&iface->cm.sock.ready, &conn->ready_list);
+        ++iface->cm.sock.num_ready;
         uct_hipower_cm_signal(iface);
     }
 }
@@ -96,28 +96,28 @@ static void uct_hipower_cm_conn_phase(uct_hipower_cm_conn_t *conn, int phase)
 
     if (conn->phase == UCT_HIPOWER_CONN_PHASE_SHORT) {
         if (conn->active) {
-            --cm->num_active;
+            --cm->sock.num_active;
         } else {
-            --cm->num_passive;
+            --cm->sock.num_passive;
         }
     } else if (conn->phase == UCT_HIPOWER_CONN_PHASE_HELD) {
-        --cm->num_held;
+        --cm->sock.num_held;
     }
     conn->phase = phase;
-    if (cm->listen_paused && (cm->num_passive < cm->max_conns) &&
-        (cm->listen_fd >= 0)) {
-        cm->listen_paused = 0;
-        uct_hipower_cm_watch(uct_hipower_cm_conn_iface(conn), cm->listen_fd,
+    if (cm->sock.listen_paused && (cm->sock.num_passive < cm->max_conns) &&
+        (cm->sock.listen_fd >= 0)) {
+        cm->sock.listen_paused = 0;
+        uct_hipower_cm_watch(uct_hipower_cm_conn_iface(conn), cm->sock.listen_fd,
                              NULL, UCS_EVENT_SET_EVREAD, EPOLL_CTL_MOD);
     }
     if (phase == UCT_HIPOWER_CONN_PHASE_SHORT) {
         if (conn->active) {
-            ++cm->num_active;
+            ++cm->sock.num_active;
         } else {
-            ++cm->num_passive;
+            ++cm->sock.num_passive;
         }
     } else if (phase == UCT_HIPOWER_CONN_PHASE_HELD) {
-        ++cm->num_held;
+        ++cm->sock.num_held;
     }
 }
 
@@ -126,7 +126,7 @@ static void uct_hipower_cm_conn_phase(uct_hipower_cm_conn_t *conn, int phase)
  * event of it (its socket is closed at once either way) */
 static void uct_hipower_cm_conn_drop(uct_hipower_cm_conn_t *conn, int err)
 {
-    if (!conn->cm->in_poll) {
+    if (!conn->cm->sock.in_poll) {
         uct_hipower_cm_conn_free(conn);
         return;
     }
@@ -186,7 +186,7 @@ void uct_hipower_cm_conn_got_req(uct_hipower_cm_conn_t *conn)
                               HIPOWER_HS_REASON_BAD_REQUEST);
         uct_hipower_cm_conn_drop(conn, EPROTO);
         return;
-    } else if (iface->cm.num_held >= iface->cm.max_held) {
+    } else if (iface->cm.sock.num_held >= iface->cm.max_held) {
         /* As many peers wait for this process as it can have endpoints:
          * one more could not be served anyway */
         uct_hipower_cm_refuse(conn, "as many requests wait for this process "
@@ -236,9 +236,7 @@ static int uct_hipower_cm_conn_got_ack(uct_hipower_cm_conn_t *conn)
     uct_hipower_cm_keepalive(conn);
     uct_hipower_cm_conn_phase(conn, UCT_HIPOWER_CONN_PHASE_NONE);
     conn->offset = 0;
-    if (iface->cm.enabled && !ucs_list_is_empty(&iface->cm.waiting)) {
-        uct_hipower_cm_ep_next(iface);
-    }
+    iface->cm.conn_room(&iface->cm);
     return 1;
 }
 
@@ -340,7 +338,7 @@ uct_hipower_cm_conn_new(uct_hipower_iface_t *iface, int fd, int active)
                       ucs_min(iface->cm.timeout,
                               ucs_time_from_sec(UCT_HIPOWER_CM_FIRST_MSG_SEC)));
     conn->phase    = UCT_HIPOWER_CONN_PHASE_NONE;
-    ucs_list_add_tail(&iface->cm.conns, &conn->list);
+    ucs_list_add_tail(&iface->cm.sock.conns, &conn->list);
     uct_hipower_cm_conn_phase(conn, UCT_HIPOWER_CONN_PHASE_SHORT);
     uct_hipower_cm_timer_start(iface);
     return conn;
@@ -352,8 +350,8 @@ void uct_hipower_cm_conn_close_fd(uct_hipower_cm_conn_t *conn)
         /* Not sync: we hold the async lock, and a missed event of this
          * handler is looked up by its fd, which is gone by then */
         ucs_async_remove_handler(conn->fd, 0);
-        if (conn->cm->io_epfd >= 0) {
-            epoll_ctl(conn->cm->io_epfd, EPOLL_CTL_DEL, conn->fd, NULL);
+        if (conn->cm->sock.io_epfd >= 0) {
+            epoll_ctl(conn->cm->sock.io_epfd, EPOLL_CTL_DEL, conn->fd, NULL);
         }
         close(conn->fd);
         conn->fd = -1;
@@ -367,7 +365,7 @@ void uct_hipower_cm_conn_free(uct_hipower_cm_conn_t *conn)
     uct_hipower_cm_conn_close_fd(conn);
     if (conn->queued) {
         ucs_list_del(&conn->ready_list);
-        --iface->cm.num_ready;
+        --iface->cm.sock.num_ready;
     }
     ucs_list_del(&conn->list);
     if (conn->ep_cm != NULL) {
@@ -375,9 +373,7 @@ void uct_hipower_cm_conn_free(uct_hipower_cm_conn_t *conn)
     }
     uct_hipower_cm_conn_phase(conn, UCT_HIPOWER_CONN_PHASE_NONE);
     ucs_free(conn);
-    if (iface->cm.enabled && !ucs_list_is_empty(&iface->cm.waiting)) {
-        uct_hipower_cm_ep_next(iface);
-    }
+    iface->cm.conn_room(&iface->cm);
 }
 
 /* The deadline timer's tick: a tenth of CONNECT_TIMEOUT within [10 ms,
@@ -399,14 +395,14 @@ void uct_hipower_cm_timer(void *arg)
     uct_hipower_cm_conn_t *conn, *tmp;
     ucs_time_t now;
 
-    if (ucs_list_is_empty(&iface->cm.conns) && (iface->cm.num_internal == 0)) {
-        uct_hipower_timer_stop(&iface->cm.timer);
-        iface->cm.next_probe = 0;
+    if (ucs_list_is_empty(&iface->cm.sock.conns) && (iface->cm.num_internal == 0)) {
+        uct_hipower_timer_stop(&iface->cm.sock.timer);
+        iface->cm.sock.next_probe = 0;
         return;
     }
 
     now = ucs_get_time();
-    ucs_list_for_each_safe(conn, tmp, &iface->cm.conns, list) {
+    ucs_list_for_each_safe(conn, tmp, &iface->cm.sock.conns, list) {
         if (conn->queued || (now <= conn->deadline) ||
             ((conn->phase != UCT_HIPOWER_CONN_PHASE_SHORT) &&
              (conn->state != UCT_HIPOWER_CONN_AWAIT))) {
@@ -426,46 +422,46 @@ void uct_hipower_cm_timer(void *arg)
             uct_hipower_cm_conn_drop(conn, ETIMEDOUT);
         }
     }
-    while (iface->cm.listen_paused && uct_hipower_cm_evict_idle(iface)) {
+    while (iface->cm.sock.listen_paused && uct_hipower_cm_evict_idle(iface)) {
         /* Room for the next in the backlog, if it is a real peer */
     }
-    if ((iface->cm.num_passive == 0) &&
-        (iface->cm.timer.interval < uct_hipower_cm_tick(iface, 0))) {
+    if ((iface->cm.sock.num_passive == 0) &&
+        (iface->cm.sock.timer.interval < uct_hipower_cm_tick(iface, 0))) {
         /* No connection to read: back to the slow tick */
-        uct_hipower_timer_stop(&iface->cm.timer);
+        uct_hipower_timer_stop(&iface->cm.sock.timer);
         uct_hipower_cm_timer_start(iface);
     }
 
     if (iface->cm.num_internal == 0) {
-        iface->cm.next_probe = 0;
-    } else if (iface->cm.next_probe == 0) {
-        iface->cm.next_probe = now + iface->cm.timeout;
-    } else if ((now > iface->cm.next_probe) && !iface->cm.probe_due) {
-        iface->cm.probe_due  = 1;
-        iface->cm.next_probe = now + iface->cm.timeout;
+        iface->cm.sock.next_probe = 0;
+    } else if (iface->cm.sock.next_probe == 0) {
+        iface->cm.sock.next_probe = now + iface->cm.timeout;
+    } else if ((now > iface->cm.sock.next_probe) && !iface->cm.sock.probe_due) {
+        iface->cm.sock.probe_due  = 1;
+        iface->cm.sock.next_probe = now + iface->cm.timeout;
         uct_hipower_cm_signal(iface);
     }
 }
 
 void uct_hipower_cm_timer_start(uct_hipower_iface_t *iface)
 {
-    ucs_time_t tick = uct_hipower_cm_tick(iface, iface->cm.num_passive > 0);
+    ucs_time_t tick = uct_hipower_cm_tick(iface, iface->cm.sock.num_passive > 0);
     ucs_status_t status;
 
-    if (uct_hipower_timer_state(&iface->cm.timer) ==
+    if (uct_hipower_timer_state(&iface->cm.sock.timer) ==
         UCT_HIPOWER_TIMER_RUNNING) {
-        if (iface->cm.timer.interval <= tick) {
+        if (iface->cm.sock.timer.interval <= tick) {
             return;
         }
         /* A passive connection to read: the fast tick */
-        uct_hipower_timer_stop(&iface->cm.timer);
-    } else if (uct_hipower_timer_state(&iface->cm.timer) !=
+        uct_hipower_timer_stop(&iface->cm.sock.timer);
+    } else if (uct_hipower_timer_state(&iface->cm.sock.timer) !=
                UCT_HIPOWER_TIMER_IDLE) {
         return;
     }
 
-    iface->cm.timer.interval = tick;
-    status = uct_hipower_timer_start(&iface->cm.timer);
+    iface->cm.sock.timer.interval = tick;
+    status = uct_hipower_timer_start(&iface->cm.sock.timer);
     if (status != UCS_OK) {
         ucs_warn("hipower %s: no timer for UCX_HIPOWER_CONNECT_TIMEOUT: %s; "
                  "a handshake with a silent peer is not bounded",
@@ -609,22 +605,6 @@ ucs_status_t uct_hipower_cm_connect(uct_hipower_ep_t *ep)
     return UCS_OK;
 }
 
-void uct_hipower_cm_ep_next(uct_hipower_iface_t *iface)
-{
-    uct_hipower_ep_t *ep;
-
-    while (!ucs_list_is_empty(&iface->cm.waiting) &&
-           (iface->cm.num_active < iface->cm.max_conns)) {
-        ep = ucs_list_extract_head(&iface->cm.waiting, uct_hipower_ep_t,
-                                   cm.list);
-        ep->cm.listed = UCT_HIPOWER_CM_LISTED_NONE;
-        if (uct_hipower_cm_connect(ep) != UCS_OK) {
-            ep->cm.state = UCT_HIPOWER_CM_FAILED;
-            uct_hipower_ep_fail(ep, UCS_ERR_IO_ERROR);
-        }
-    }
-}
-
 void uct_hipower_cm_reply(uct_hipower_cm_conn_t *conn,
                           const hipower_hs_msg_t *msg)
 {
@@ -658,13 +638,13 @@ void uct_hipower_cm_refuse(uct_hipower_cm_conn_t *conn,
     ucs_time_t now             = ucs_get_time();
 
     iface->stats.cm_refused++;
-    if ((iface->cm.last_warn == 0) ||
-        (now - iface->cm.last_warn >
+    if ((iface->cm.sock.last_warn == 0) ||
+        (now - iface->cm.sock.last_warn >
          ucs_time_from_sec(UCT_HIPOWER_CM_WARN_INTERVAL_SEC))) {
         ucs_warn("hipower %s: refused a connection request from %s: %s "
                  "(%u refused so far)", iface->dev_name, conn->peer_str, why,
                  (unsigned)iface->stats.cm_refused);
-        iface->cm.last_warn = now;
+        iface->cm.sock.last_warn = now;
     }
     if (reason != HIPOWER_HS_REASON_NONE) {
         uct_hipower_cm_reject(conn, conn->in.src_uuid, conn->in.conn_sn,
@@ -713,7 +693,7 @@ int uct_hipower_cm_evict_idle(uct_hipower_iface_t *iface)
                      ucs_time_from_sec(UCT_HIPOWER_CM_IDLE_SEC);
     uct_hipower_cm_conn_t *conn;
 
-    ucs_list_for_each(conn, &iface->cm.conns, list) {
+    ucs_list_for_each(conn, &iface->cm.sock.conns, list) {
         if (!conn->active && (conn->phase == UCT_HIPOWER_CONN_PHASE_SHORT)) {
             if (conn->start > old) {
                 return 0; /* The oldest is young */
@@ -740,13 +720,13 @@ void uct_hipower_cm_listen_io(int fd, ucs_event_set_types_t events,
     int cfd;
 
     for (;;) {
-        if ((iface->cm.num_passive >= iface->cm.max_conns) &&
+        if ((iface->cm.sock.num_passive >= iface->cm.max_conns) &&
             !uct_hipower_cm_evict_idle(iface)) {
             /* Every one is young: the rest wait in the kernel's backlog
              * until one sends its REQ or is closed, within a tick of the
              * first-message deadline (uct_hipower_cm_conn_phase()) */
             uct_hipower_cm_watch(iface, fd, NULL, 0, EPOLL_CTL_MOD);
-            iface->cm.listen_paused = 1;
+            iface->cm.sock.listen_paused = 1;
             return;
         }
 
@@ -817,8 +797,8 @@ static ucs_status_t uct_hipower_cm_gid_netdev(uct_hipower_iface_t *iface,
     return (netdev[0] != '\0') ? UCS_OK : UCS_ERR_NO_DEVICE;
 }
 
-ucs_status_t uct_hipower_cm_listen(uct_hipower_iface_t *iface,
-                                   const char *netdev_cfg)
+static ucs_status_t uct_hipower_cm_listen(uct_hipower_iface_t *iface,
+                                          const char *netdev_cfg)
 {
     ucs_async_context_t *async = iface->super.worker->async;
     struct sockaddr_storage ss;
@@ -903,7 +883,7 @@ ucs_status_t uct_hipower_cm_listen(uct_hipower_iface_t *iface,
         return status;
     }
 
-    iface->cm.listen_fd = fd;
+    iface->cm.sock.listen_fd = fd;
     uct_hipower_cm_watch(iface, fd, NULL, UCS_EVENT_SET_EVREAD,
                          EPOLL_CTL_ADD);
     ucs_debug("hipower %s: listening for connections on %s (%s)",
@@ -913,13 +893,140 @@ ucs_status_t uct_hipower_cm_listen(uct_hipower_iface_t *iface,
 
 void uct_hipower_cm_close_fds(uct_hipower_iface_t *iface)
 {
-    if (iface->cm.event_fd >= 0) {
+    if (iface->cm.sock.event_fd >= 0) {
         /* (Which takes it out of the interface's event fd) */
-        close(iface->cm.event_fd);
-        iface->cm.event_fd = -1;
+        close(iface->cm.sock.event_fd);
+        iface->cm.sock.event_fd = -1;
     }
-    if (iface->cm.io_epfd >= 0) {
-        close(iface->cm.io_epfd);
-        iface->cm.io_epfd = -1;
+    if (iface->cm.sock.io_epfd >= 0) {
+        close(iface->cm.sock.io_epfd);
+        iface->cm.sock.io_epfd = -1;
     }
+}
+
+void uct_hipower_cm_sock_init(uct_hipower_iface_t *iface)
+{
+    uct_hipower_cm_sock_t *sock = &iface->cm.sock;
+
+    sock->listen_fd     = -1;
+    sock->event_fd      = -1;
+    sock->io_epfd       = -1;
+    sock->num_ready     = 0;
+    sock->num_active    = 0;
+    sock->num_passive   = 0;
+    sock->num_held      = 0;
+    sock->in_poll       = 0;
+    sock->listen_paused = 0;
+    sock->probe_due     = 0;
+    sock->next_probe    = 0;
+    sock->last_warn     = 0;
+    ucs_list_head_init(&sock->conns);
+    ucs_list_head_init(&sock->ready);
+    uct_hipower_timer_init(&sock->timer, iface->super.worker->async, 0,
+                           uct_hipower_cm_timer, iface);
+}
+
+ucs_status_t uct_hipower_cm_sock_open(uct_hipower_iface_t *iface,
+                                      const char *netdev)
+{
+    struct epoll_event event;
+    ucs_status_t status;
+
+    /* The deadline timer's fds before any connection's socket
+     * (hipower_timer.h: uct_hipower_timer_prepare()) */
+    (void)uct_hipower_timer_prepare(&iface->cm.sock.timer);
+
+    iface->cm.sock.io_epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (iface->cm.sock.io_epfd < 0) {
+        ucs_error("hipower %s: epoll_create1() failed: %m", iface->dev_name);
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
+
+    iface->cm.sock.event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (iface->cm.sock.event_fd < 0) {
+        ucs_error("hipower %s: eventfd() failed: %m", iface->dev_name);
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
+
+    if (iface->event.epfd >= 0) {
+        /* The interface's event fd (hipower_event.c) has ours too */
+        memset(&event, 0, sizeof(event));
+        event.events  = EPOLLIN;
+        event.data.fd = iface->cm.sock.event_fd;
+        if (epoll_ctl(iface->event.epfd, EPOLL_CTL_ADD, event.data.fd,
+                      &event) < 0) {
+            goto err_epoll;
+        }
+    }
+
+    status = uct_hipower_cm_listen(iface, netdev);
+    if (status != UCS_OK) {
+        goto err;
+    }
+    return UCS_OK;
+
+err_epoll:
+    ucs_error("hipower %s: epoll_ctl() failed: %m", iface->dev_name);
+    status = UCS_ERR_IO_ERROR;
+err:
+    uct_hipower_cm_close_fds(iface);
+    uct_hipower_timer_cleanup(&iface->cm.sock.timer); /* Its prepared fds */
+    return status;
+}
+
+void uct_hipower_cm_sock_stop(uct_hipower_iface_t *iface)
+{
+    if (iface->cm.sock.listen_fd >= 0) {
+        ucs_async_remove_handler(iface->cm.sock.listen_fd, 1);
+        close(iface->cm.sock.listen_fd);
+        iface->cm.sock.listen_fd = -1;
+    }
+    uct_hipower_timer_cleanup(&iface->cm.sock.timer);
+}
+
+unsigned uct_hipower_cm_poll(uct_hipower_iface_t *iface)
+{
+    struct epoll_event events[16];
+    uct_hipower_cm_conn_t *conn;
+    int i, num;
+
+    iface->stats.cm_polls++;
+    num = epoll_wait(iface->cm.sock.io_epfd, events,
+                     ucs_static_array_size(events), 0);
+    /* Events below may name a conn dropped above */
+    iface->cm.sock.in_poll = 1;
+    for (i = 0; i < num; ++i) {
+        conn = events[i].data.ptr;
+        if (conn == NULL) {
+            uct_hipower_cm_listen_io(iface->cm.sock.listen_fd, 0, iface);
+        } else if (conn->fd >= 0) {
+            /* Not freed: only progress frees, after this */
+            uct_hipower_cm_conn_io(conn->fd, 0, conn);
+        }
+    }
+    iface->cm.sock.in_poll = 0;
+    return (num > 0) ? num : 0;
+}
+
+void uct_hipower_cm_conn_await(uct_hipower_cm_conn_t *conn)
+{
+    uct_hipower_iface_t *iface = uct_hipower_cm_conn_iface(conn);
+
+    uct_hipower_cm_conn_close_fd(conn);
+    ucs_list_del(&conn->ready_list);
+    --iface->cm.sock.num_ready;
+    conn->queued   = 0;
+    conn->state    = UCT_HIPOWER_CONN_AWAIT;
+    conn->deadline = ucs_get_time() + iface->cm.timeout;
+}
+
+int uct_hipower_cm_probe_take(uct_hipower_iface_t *iface)
+{
+    if (!iface->cm.sock.probe_due) {
+        return 0;
+    }
+    iface->cm.sock.probe_due = 0;
+    return 1;
 }

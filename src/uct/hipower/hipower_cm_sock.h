@@ -115,9 +115,6 @@ void uct_hipower_cm_pack_addresses(uct_hipower_ep_t *ep,
  * Under the async lock. */
 ucs_status_t uct_hipower_cm_connect(uct_hipower_ep_t *ep);
 
-/* Starts the endpoints queued while max_conns handshakes were out */
-void uct_hipower_cm_ep_next(uct_hipower_iface_t *iface);
-
 /* The passive side's answer; the connection is closed after it */
 void uct_hipower_cm_reply(uct_hipower_cm_conn_t *conn,
                           const hipower_hs_msg_t *msg);
@@ -155,9 +152,26 @@ int uct_hipower_cm_evict_idle(uct_hipower_iface_t *iface);
 void uct_hipower_cm_listen_io(int fd, ucs_event_set_types_t events,
                               void *arg);
 
-ucs_status_t uct_hipower_cm_listen(uct_hipower_iface_t *iface,
-                                   const char *netdev_cfg);
+/* The sockets' section before the interface opens anything */
+void uct_hipower_cm_sock_init(uct_hipower_iface_t *iface);
+
+/* The deadline timer's fds, the poll set, the eventfd (in the interface's
+ * event fd, if any) and the listener; cleans up after itself on failure */
+ucs_status_t uct_hipower_cm_sock_open(uct_hipower_iface_t *iface,
+                                      const char *netdev);
+
+/* No new connection, no deadline: the listener and the timer go (the
+ * handshakes are freed after, then the fds closed) */
+void uct_hipower_cm_sock_stop(uct_hipower_iface_t *iface);
 
 void uct_hipower_cm_close_fds(uct_hipower_iface_t *iface);
+
+/* Active, told CROSSED: the socket closes, the connection leaves the
+ * ready queue and waits CONNECT_TIMEOUT for the peer's own REQ */
+void uct_hipower_cm_conn_await(uct_hipower_cm_conn_t *conn);
+
+/* 1 once per probe the timer asked for: progress probes the internal
+ * endpoints then */
+int uct_hipower_cm_probe_take(uct_hipower_iface_t *iface);
 
 #endif

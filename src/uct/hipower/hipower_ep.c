@@ -326,8 +326,8 @@ static void uct_hipower_ep_check_peer_state(uct_hipower_ep_t *ep)
                !(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) {
         ucs_debug(UCT_HIPOWER_EP_FMT ": the peer closed its endpoint",
                   UCT_HIPOWER_EP_ARG(ep));
-        ep->flags |= UCT_HIPOWER_EP_FLAG_PEER_CLOSED |
-                     UCT_HIPOWER_EP_FLAG_PEER_READY;
+        ep->flags |= UCT_HIPOWER_EP_FLAG_PEER_CLOSED;
+        uct_hipower_ep_peer_ready(ep);
         /* One made for the peer's request, not the user's: it goes */
         (void)ep->owner->gone(ep);
         uct_hipower_ep_rx_release_abandon(ep);
@@ -657,12 +657,9 @@ ucs_status_t uct_hipower_ep_check(uct_ep_h tl_ep, unsigned flags,
 
 ucs_status_t uct_hipower_ep_fence(uct_ep_h tl_ep, unsigned flags)
 {
-    uct_hipower_ep_t *ep       = ucs_derived_of(tl_ep, uct_hipower_ep_t);
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uct_hipower_ep_t *ep = ucs_derived_of(tl_ep, uct_hipower_ep_t);
 
-    /* The next request waits for the READs and atomics before it (RDMA
-     * writes on one QP are ordered anyway) */
-    ep->fence_beat = iface->tx.fence_beat - 1;
+    uct_hipower_ep_fence_next(ep);
     UCT_TL_EP_STAT_FENCE(&ep->super);
     return UCS_OK;
 }

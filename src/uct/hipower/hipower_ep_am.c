@@ -120,11 +120,8 @@ static ucs_status_t uct_hipower_ep_am_place(uct_hipower_ep_t *ep,
             uct_hipower_ep_bundle_fits(ep, length)) {
             return UCS_INPROGRESS;
         }
-        /* Too large for what is left: the bundle goes first, whatever the
-         * window, and gathers no more (UCT_HIPOWER_EP_FLAG_BUNDLE_FULL:
-         * until it goes, a bcopy is refused before its packer runs) */
-        ep->flags |= UCT_HIPOWER_EP_FLAG_BUNDLE_FULL;
-        status     = uct_hipower_ep_bundle_post(ep, 0);
+        /* Too large for what is left: the bundle goes first */
+        status = uct_hipower_ep_bundle_post_full(ep);
         if (status != UCS_OK) {
             return status;
         }

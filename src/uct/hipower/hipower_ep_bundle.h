@@ -106,6 +106,17 @@ uct_hipower_ep_bundle_first(uct_hipower_ep_t *ep)
     return uct_hipower_ep_bundle_post(ep, 0);
 }
 
+/* A message too large for what the open bundle has left: the bundle goes
+ * first, whatever the window, and gathers no more until it has gone
+ * (UCT_HIPOWER_EP_FLAG_BUNDLE_FULL: a bcopy is refused before its packer
+ * runs) */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_hipower_ep_bundle_post_full(uct_hipower_ep_t *ep)
+{
+    ep->flags |= UCT_HIPOWER_EP_FLAG_BUNDLE_FULL;
+    return uct_hipower_ep_bundle_post(ep, 0);
+}
+
 /*
  * A short or bcopy message joined the open bundle (hipower_bundle_append()):
  * the bundle goes now if it can (uct_hipower_ep_bundle_post(), windowed).

@@ -378,26 +378,6 @@ uct_hipower_ep_peer_ready(uct_hipower_ep_t *ep)
     ep->flags |= UCT_HIPOWER_EP_FLAG_PEER_READY;
 }
 
-/*
- * Around everything that delivers an endpoint's messages (its receive
- * loop, and a run's last filled slot closed from an event): handlers may
- * call UCT again -- fail this endpoint (uct_ep_flush() with
- * UCT_FLUSH_FLAG_CANCEL, as UCP's ucp_ep_close_nbx(FORCE) does) or
- * progress the interface. While the walk runs (UCT_HIPOWER_EP_FLAG_IN_RX)
- * the endpoint's runs stay with it (uct_hipower_ep_rx_peer_gone() waits)
- * and a nested progress leaves it alone: the walk still reads the slots
- * and moves the ring, and a second walk would deliver its messages twice.
- * Returns 0 if a walk of the endpoint is already under way.
- */
-static UCS_F_ALWAYS_INLINE int uct_hipower_ep_rx_enter(uct_hipower_ep_t *ep)
-{
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_IN_RX)) {
-        return 0;
-    }
-    ep->flags |= UCT_HIPOWER_EP_FLAG_IN_RX;
-    return 1;
-}
-
 /* Slots the endpoint's receive side holds: its run and a granted one */
 static UCS_F_ALWAYS_INLINE uint32_t
 uct_hipower_ep_rx_held(const uct_hipower_ep_t *ep)

@@ -7,9 +7,29 @@
 #include "hipower_ep_def.h"
 
 /*
- * The receive side's walk (hipower_ep_rx.c): its end, inline where the
- * walks end (uct_hipower_ep_rx_enter() begins one, hipower_ep_def.h).
+ * The receive side's walk (hipower_ep_rx.c): its start and end, inline
+ * where the walks run (here and in hipower_event.c).
  */
+
+/*
+ * Around everything that delivers an endpoint's messages (its receive
+ * loop, and a run's last filled slot closed from an event): handlers may
+ * call UCT again -- fail this endpoint (uct_ep_flush() with
+ * UCT_FLUSH_FLAG_CANCEL, as UCP's ucp_ep_close_nbx(FORCE) does) or
+ * progress the interface. While the walk runs (UCT_HIPOWER_EP_FLAG_IN_RX)
+ * the endpoint's runs stay with it (uct_hipower_ep_rx_peer_gone() waits)
+ * and a nested progress leaves it alone: the walk still reads the slots
+ * and moves the ring, and a second walk would deliver its messages twice.
+ * Returns 0 if a walk of the endpoint is already under way.
+ */
+static UCS_F_ALWAYS_INLINE int uct_hipower_ep_rx_enter(uct_hipower_ep_t *ep)
+{
+    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_IN_RX)) {
+        return 0;
+    }
+    ep->flags |= UCT_HIPOWER_EP_FLAG_IN_RX;
+    return 1;
+}
 
 /* The end of a walk that stopped at a frame no honest peer writes, or
  * during which a handler failed the endpoint (uct_hipower_ep_rx_leave()) */

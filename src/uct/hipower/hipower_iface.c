@@ -317,9 +317,9 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
         count += uct_hipower_iface_report_failures(iface);
     }
 
-    if (ucs_unlikely(iface->cm.num_active + iface->cm.num_passive > 0) ||
+    if (ucs_unlikely(iface->cm.sock.num_active + iface->cm.sock.num_passive > 0) ||
         ucs_unlikely((iface->clock.calls == 0) &&
-                     !ucs_list_is_empty(&iface->cm.conns))) {
+                     !ucs_list_is_empty(&iface->cm.sock.conns))) {
         /* Handshakes in their round trip: their sockets, without waiting
          * for the async thread to be scheduled. One that waits for a busy
          * peer's answer (acked) may wait for minutes: the async thread
@@ -328,9 +328,9 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
          * progress call for as long as a peer computes). */
         count += uct_hipower_cm_poll(iface);
     }
-    if (ucs_unlikely(iface->cm.num_ready > 0) ||
+    if (ucs_unlikely(iface->cm.sock.num_ready > 0) ||
         ucs_unlikely(!ucs_list_is_empty(&iface->cm.doomed)) ||
-        ucs_unlikely(iface->cm.probe_due)) {
+        ucs_unlikely(iface->cm.sock.probe_due)) {
         /* Handshakes that finished, endpoints made for peers that left,
          * probes of those made for peers */
         count += uct_hipower_cm_progress(iface);

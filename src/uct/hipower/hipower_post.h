@@ -109,6 +109,15 @@ uct_hipower_ep_note_trailing(uct_hipower_iface_t *iface, uct_hipower_ep_t *ep)
     }
 }
 
+/* uct_ep_fence(): the endpoint's next request waits for the READs and
+ * atomics before it (uct_hipower_ep_post() fences a request whose
+ * endpoint's beat is not the interface's; RDMA writes on one QP are
+ * ordered anyway) */
+static UCS_F_ALWAYS_INLINE void uct_hipower_ep_fence_next(uct_hipower_ep_t *ep)
+{
+    ep->fence_beat = uct_hipower_ep_iface(ep)->tx.fence_beat - 1;
+}
+
 /* Takes the endpoint off the recall's list */
 void uct_hipower_ep_unlist_trailing(uct_hipower_ep_t *ep);
 
