@@ -664,97 +664,6 @@ ucs_status_t uct_hipower_ep_fence(uct_ep_h tl_ep, unsigned flags)
     return UCS_OK;
 }
 
-/*
- * Carves this endpoint's receive slots out of the arena and lets the peer
- * (and only the peer, by the rkey it gets) write into them. While fewer
- * than UCX_HIPOWER_MAX_EPS endpoints exist, room for the others to come
- * is kept: they get at least MIN_SLOTS each. With the shared pool, an
- * endpoint for which no run is left starts without one: its peer asks for
- * one when it sends (hipower_ep_grant.c).
- */
-static ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
-{
-    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    size_t stride        = iface->config.layout.stride;
-    uint32_t first, count, keep, start;
-    ucs_status_t status;
-
-    if (iface->num_eps + iface->num_gc >= iface->config.eps_possible) {
-        ucs_error("hipower %s: cannot create endpoint number %u: %u "
-                  "endpoints (and %u being closed) are all the interface's "
-                  "completion queues and memory budget hold", iface->dev_name,
-                  iface->num_eps + 1, iface->num_eps, iface->num_gc);
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    keep   = (iface->num_eps + 1 < iface->config.max_eps) ?
-             (iface->config.max_eps - iface->num_eps - 1) *
-             iface->config.min_slots_per_ep : 0;
-    if (iface->config.shared_pool) {
-        /* A shrink needs a free run before the larger one comes back
-         * (hipower_grant_decide()): new endpoints leave that free too */
-        keep += iface->pool.reserve;
-    }
-    /* With the shared pool a run larger than the endpoint's share later
-     * shrinks, and a smaller one grows when its peer fills it */
-    status = hipower_arena_alloc_keep(&iface->arena.slots,
-                                      iface->config.slots_per_ep,
-                                      iface->config.min_slots_per_ep, keep,
-                                      &first, &count);
-    if ((status != UCS_OK) && iface->config.shared_pool) {
-        ucs_debug("hipower %s: endpoint %u starts without a run (%u slots "
-                  "free, %u kept)", iface->dev_name, iface->num_eps + 1,
-                  hipower_arena_free_slots(&iface->arena.slots), keep);
-        ep->rx.first_slot = 0;
-        ep->rx.slots      = NULL;
-        ep->rx.win.mr     = NULL;
-        ep->rx.win.mw     = NULL;
-        hipower_rx_ring_init(&ep->rx.ring, 0,
-                             uct_hipower_ep_consumed(ep, ep->rx.epoch), 0);
-        ++iface->pool.num_runless;
-        return UCS_OK;
-    }
-    if (status != UCS_OK) {
-        ucs_error("hipower %s: cannot create endpoint number %u: no run of "
-                  "UCX_HIPOWER_MIN_SLOTS=%u receive slots is left in the "
-                  "UCX_HIPOWER_MEM_BUDGET=%zu arena (%u slots free in all); "
-                  "raise the budget or lower UCX_HIPOWER_MIN_SLOTS",
-                  iface->dev_name, iface->num_eps + 1,
-                  iface->config.min_slots_per_ep, iface->arena.size,
-                  hipower_arena_free_slots(&iface->arena.slots));
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    if (count < iface->config.slots_per_ep) {
-        ucs_debug("hipower %s: endpoint %u gets %u of %u slots, room kept "
-                  "for %u more", iface->dev_name, iface->num_eps + 1, count,
-                  iface->config.slots_per_ep,
-                  keep / iface->config.min_slots_per_ep);
-    }
-
-    ep->rx.first_slot = first;
-    ep->rx.slots      = uct_hipower_iface_run_clear(iface, first, count);
-    /* The released bits, and our view of the peer's written ones until it
-     * writes them, start where the run's sequence numbers do */
-    start             = uct_hipower_seq_origin(count);
-    hipower_ring_bitmap_at(uct_hipower_ep_consumed(ep, ep->rx.epoch), count,
-                           start);
-    hipower_ring_bitmap_at(ep->ctrl->written_view, count, start);
-    hipower_rx_ring_init(&ep->rx.ring, count,
-                         uct_hipower_ep_consumed(ep, ep->rx.epoch), start);
-
-    status = uct_hipower_window_open(&iface->win_dev, ep->rx.slots,
-                                     (size_t)count * stride,
-                                     IBV_ACCESS_REMOTE_WRITE, "receive slots",
-                                     &ep->rx.win);
-    if (status != UCS_OK) {
-        hipower_arena_free(&iface->arena.slots, first, count);
-        return status;
-    }
-
-    return UCS_OK;
-}
-
 /* What the units below this one call back up (hipower_post.h) */
 static ucs_status_t uct_hipower_ep_check_hook(uct_hipower_ep_t *ep)
 {
@@ -880,16 +789,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     iface->stats.peak_eps       = ucs_max(iface->stats.peak_eps,
                                           iface->num_eps);
     uct_hipower_iface_pool_used(iface);
-    /* Idle until its peer's first write, which always carries an
-     * immediate; without demotion (pull mode, announce batches) always
-     * active */
-    ++iface->num_idle;
-    iface->pool.idle_held += uct_hipower_ep_rx_held(self);
-    uct_hipower_ep_idle_holder(self, 1);
-    self->last_news = iface->clock.now;
-    if (!iface->config.demote) {
-        uct_hipower_ep_activate(self);
-    }
+    uct_hipower_ep_active_init(self);
     /* Credits of the CQ for the requests that open the connection
      * (uct_hipower_conn_open_windows()) and the one that ends the QP in
      * order (uct_hipower_ep_end_qp()), taken now so that they are always
@@ -1144,17 +1044,8 @@ static UCS_CLASS_CLEANUP_FUNC(uct_hipower_ep_t)
     ucs_list_del(&self->list);
     uct_hipower_ep_unlist_trailing(self);
     --iface->num_eps;
-    if (self->flags & UCT_HIPOWER_EP_FLAG_ACTIVE) {
-        uct_hipower_ep_deactivate(self);
-    }
-    --iface->num_idle;
-    iface->pool.idle_held -= uct_hipower_ep_rx_held(self);
-    if (self->flags & UCT_HIPOWER_EP_FLAG_WAKE_DUE) {
-        --iface->num_wake_due; /* Its wake-up, if any, is flushed */
-    }
-    if (self->flags & UCT_HIPOWER_EP_FLAG_IMM_DUE) {
-        --iface->event.rx_expected;
-    }
+    uct_hipower_ep_active_cleanup(self);
+    uct_hipower_ep_rx_imm_done(self);
 
     /* The peer can no longer reach our slots; the QP drains apart, our
      * control words stay reachable until it has our goodbye

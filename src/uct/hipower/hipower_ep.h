@@ -126,6 +126,11 @@ ucs_status_t uct_hipower_ep_post_event_recvs(uct_hipower_ep_t *ep,
 ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep, uint64_t gen,
                                        uct_hipower_op_handler_t handler);
 
+/* No wake-up of the endpoint's latest sleep handshake is due any more: it
+ * came (hipower_event.c), or the endpoint goes and its receives are
+ * flushed (UCT_HIPOWER_EP_FLAG_WAKE_DUE, iface->num_wake_due) */
+void uct_hipower_ep_wake_done(uct_hipower_ep_t *ep);
+
 /* The handler of the interface's sleep handshake: the peer has seen the
  * generation (its announced count read after it) */
 void uct_hipower_ep_arm_done(uct_hipower_tx_op_t *op,
@@ -229,6 +234,10 @@ void uct_hipower_ep_tx_ask(uct_hipower_ep_t *ep);
  * immediate */
 ucs_status_t uct_hipower_ep_tx_run_req(uct_hipower_ep_t *ep);
 
+/* Receiver: a new endpoint's first run, from the pool, open to the peer
+ * (or none, with the shared pool, if none is left) */
+ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep);
+
 /* Clears the marks of the run of @a count slots from @a first, just taken
  * from the pool, before it is registered for a peer; returns its address */
 void *uct_hipower_iface_run_clear(uct_hipower_iface_t *iface, uint32_t first,
@@ -255,6 +264,11 @@ unsigned uct_hipower_ep_rx_fill_close(uct_hipower_ep_t *ep, uint32_t final);
  * an endpoint only while it is active */
 void uct_hipower_ep_activate(uct_hipower_ep_t *ep);
 void uct_hipower_ep_deactivate(uct_hipower_ep_t *ep);
+
+/* A new endpoint joins the idle ones (or the active set at once, without
+ * demotion); one that goes leaves both, with no wake-up due */
+void uct_hipower_ep_active_init(uct_hipower_ep_t *ep);
+void uct_hipower_ep_active_cleanup(uct_hipower_ep_t *ep);
 
 /* An active endpoint was idle for IDLE_TIME: makes it idle, or starts the
  * handshake that will */

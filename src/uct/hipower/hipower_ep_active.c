@@ -99,6 +99,14 @@ ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep, uint64_t gen,
     return UCS_OK;
 }
 
+void uct_hipower_ep_wake_done(uct_hipower_ep_t *ep)
+{
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_WAKE_DUE) {
+        ep->flags &= ~UCT_HIPOWER_EP_FLAG_WAKE_DUE;
+        --uct_hipower_ep_iface(ep)->num_wake_due;
+    }
+}
+
 /*
  * The active set (hipower_active.h): progress visits only the endpoints in
  * iface->active_eps.
@@ -117,6 +125,34 @@ void uct_hipower_ep_activate(uct_hipower_ep_t *ep)
     uct_hipower_ep_idle_holder(ep, 0);
     iface->pool.idle_held -= uct_hipower_ep_rx_held(ep);
     uct_hipower_iface_pool_update(iface);
+}
+
+void uct_hipower_ep_active_init(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    /* Idle until its peer's first write, which always carries an
+     * immediate; without demotion (pull mode, announce batches) always
+     * active */
+    ++iface->num_idle;
+    iface->pool.idle_held += uct_hipower_ep_rx_held(ep);
+    uct_hipower_ep_idle_holder(ep, 1);
+    ep->last_news = iface->clock.now;
+    if (!iface->config.demote) {
+        uct_hipower_ep_activate(ep);
+    }
+}
+
+void uct_hipower_ep_active_cleanup(uct_hipower_ep_t *ep)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE) {
+        uct_hipower_ep_deactivate(ep);
+    }
+    --iface->num_idle;
+    iface->pool.idle_held -= uct_hipower_ep_rx_held(ep);
+    uct_hipower_ep_wake_done(ep); /* Its wake-up, if any, is flushed */
 }
 
 void uct_hipower_ep_deactivate(uct_hipower_ep_t *ep)

@@ -37,6 +37,19 @@ uct_hipower_ep_hold(uct_hipower_iface_t *iface, int count)
     }
 }
 
+/* Whether a send was held since the last call, forgotten then: the hold
+ * timer's tick asks (hipower_ep_hold.c). Cleared only when set, so that a
+ * hold marked meanwhile by the sending thread is not lost. */
+static UCS_F_ALWAYS_INLINE int
+uct_hipower_iface_hold_take(uct_hipower_iface_t *iface)
+{
+    if (!iface->tx.hold_seen) {
+        return 0;
+    }
+    iface->tx.hold_seen = 0;
+    return 1;
+}
+
 /*
  * uct_hipower_ep_tx_room() for a frame of short or bcopy active messages,
  * which may wait in the endpoint's bundle: it also needs the bundle window

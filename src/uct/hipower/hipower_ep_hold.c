@@ -70,11 +70,10 @@ static int uct_hipower_iface_hold_post(uct_hipower_iface_t *iface)
     unsigned open = iface->tx.bundles_open;
     uint32_t tick = iface->tx.hold_tick++;
 
-    if ((open == 0) && !iface->tx.hold_seen) {
+    if (!uct_hipower_iface_hold_take(iface) && (open == 0)) {
         return 0;
     }
 
-    iface->tx.hold_seen = 0;
     if (open > 0) {
         uct_hipower_iface_hold_reap(iface);
     }

@@ -31,6 +31,17 @@ static UCS_F_ALWAYS_INLINE int uct_hipower_ep_rx_enter(uct_hipower_ep_t *ep)
     return 1;
 }
 
+/* The peer's first write was counted among the receive completions due
+ * (UCT_HIPOWER_EP_FLAG_IMM_DUE, uct_hipower_ep_rx_first_contact()): it
+ * completed, or the endpoint goes and its receives are flushed */
+static UCS_F_ALWAYS_INLINE void uct_hipower_ep_rx_imm_done(uct_hipower_ep_t *ep)
+{
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_IMM_DUE) {
+        ep->flags &= ~UCT_HIPOWER_EP_FLAG_IMM_DUE;
+        --uct_hipower_ep_iface(ep)->event.rx_expected;
+    }
+}
+
 /* The end of a walk that stopped at a frame no honest peer writes, or
  * during which a handler failed the endpoint (uct_hipower_ep_rx_leave()) */
 void uct_hipower_ep_rx_failed(uct_hipower_ep_t *ep);

@@ -186,19 +186,15 @@ unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
         uct_hipower_ep_peer_ready(ep);
         if (ep->flags & UCT_HIPOWER_EP_FLAG_FIRST_IMM) {
             /* The peer's first write: counted when its message came */
-            if (ep->flags & UCT_HIPOWER_EP_FLAG_IMM_DUE) {
-                --iface->event.rx_expected;
-            }
-            ep->flags &= ~(UCT_HIPOWER_EP_FLAG_FIRST_IMM |
-                           UCT_HIPOWER_EP_FLAG_IMM_DUE);
+            uct_hipower_ep_rx_imm_done(ep);
+            ep->flags &= ~UCT_HIPOWER_EP_FLAG_FIRST_IMM;
         }
         if ((ep->flags & UCT_HIPOWER_EP_FLAG_WAKE_DUE) &&
             (wc[i].wc_flags & IBV_WC_WITH_IMM) &&
             (ntohl(wc[i].imm_data) == (uint32_t)ep->event.posted_gen)) {
             /* The wake-up of our latest handshake: none is due any more
              * (an older one's leaves the flag for the latest's) */
-            ep->flags &= ~UCT_HIPOWER_EP_FLAG_WAKE_DUE;
-            --iface->num_wake_due;
+            uct_hipower_ep_wake_done(ep);
         }
         iface->event.new_gen = 1;
         iface->stats.wakeup_events++;
