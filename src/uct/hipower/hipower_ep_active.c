@@ -15,6 +15,7 @@
  */
 
 #include "hipower_ep.h"
+#include "hipower_ep_active.h"
 
 #include <ucs/debug/log.h>
 #include <string.h>

@@ -41,6 +41,7 @@
  */
 
 #include "hipower_ep.h"
+#include "hipower_ep_active.h"
 #include "hipower_verbs.h"
 #include "hipower_tx_cq.h"
 
@@ -203,8 +204,7 @@ unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
             uct_hipower_ep_activate(ep);
             iface->stats.promotions++;
         } else {
-            /* A demotion handshake out must not undo this wake-up */
-            ep->flags |= UCT_HIPOWER_EP_FLAG_NEWS;
+            uct_hipower_ep_news_woke(ep);
         }
         if (ucs_unlikely((ep->rx.ring.num_slots == 0) ||
                          (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING))) {

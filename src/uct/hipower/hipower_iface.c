@@ -7,6 +7,7 @@
 
 #include "hipower_iface.h"
 #include "hipower_ep.h"
+#include "hipower_ep_active.h"
 #include "hipower_verbs.h"
 #include "hipower_tx_cq.h"
 #include "hipower_held.h"
@@ -342,9 +343,8 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
         iface->stats.ep_visits++;
         ep_count = uct_hipower_ep_progress(ep);
         if (ep_count > 0) {
-            ep->last_news  = iface->clock.now;
-            ep->flags     |= UCT_HIPOWER_EP_FLAG_NEWS;
-            count         += ep_count;
+            uct_hipower_ep_news(ep, iface->clock.now);
+            count += ep_count;
         } else if (ucs_unlikely(iface->config.demote &&
                                 hipower_active_is_idle(iface->clock.now,
                                                        ep->last_news,

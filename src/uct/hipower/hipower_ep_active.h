@@ -1,0 +1,31 @@
+/*
+ * Copyright (C) hipower contributors. See LICENSE for terms.
+ */
+#ifndef UCT_HIPOWER_EP_ACTIVE_H_
+#define UCT_HIPOWER_EP_ACTIVE_H_
+
+#include "hipower_ep_def.h"
+
+/*
+ * The active set's marks of an endpoint (hipower_ep_active.c decides on
+ * them: demotion, its handshake), inline where progress and the wake-up
+ * events set them.
+ */
+
+/* The endpoint had news (progress delivered or completed something): it
+ * is not idle, and a demotion handshake out must not demote it */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_news(uct_hipower_ep_t *ep, ucs_time_t now)
+{
+    ep->last_news  = now;
+    ep->flags     |= UCT_HIPOWER_EP_FLAG_NEWS;
+}
+
+/* A wake-up of an endpoint still active: a demotion handshake out must
+ * not undo it */
+static UCS_F_ALWAYS_INLINE void uct_hipower_ep_news_woke(uct_hipower_ep_t *ep)
+{
+    ep->flags |= UCT_HIPOWER_EP_FLAG_NEWS;
+}
+
+#endif
