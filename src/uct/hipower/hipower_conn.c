@@ -240,8 +240,6 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
             ep->flags |= UCT_HIPOWER_EP_FLAG_FILL;
         }
     }
-    ep->peer.slots_addr        = ep_addr->slots_addr;
-    ep->peer.slots_rkey        = ep_addr->slots_rkey;
     ep->peer.consumed_addr     = ep_addr->ctrl_read_addr;
     ep->peer.published_addr    = ep_addr->ctrl_read_addr +
                                  ucs_offsetof(uct_hipower_ep_ctrl_t, published);
@@ -261,17 +259,11 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     ep->peer.written_view_addr = ep_addr->ctrl_write_addr;
     ep->peer.ctrl_write_rkey   = ep_addr->ctrl_write_rkey;
 
-    /* Our written bits and the published ones the peer reads in pull mode
-     * start where the run's sequence numbers do (0 in the product) */
-    start = uct_hipower_seq_origin(ep_addr->num_slots);
-    hipower_ring_bitmap_at(ep->ctrl->written, ep_addr->num_slots, start);
-    hipower_ring_bitmap_at(ep->ctrl->published, ep_addr->num_slots, start);
-    hipower_tx_ring_init(&ep->tx.ring, ep_addr->num_slots,
-                         ep->ctrl->written, start);
+    uct_hipower_ep_tx_first_run(ep, ep_addr->slots_addr, ep_addr->slots_rkey,
+                                ep_addr->num_slots);
+    start               = uct_hipower_seq_origin(ep_addr->num_slots);
     ep->tx.publish_slot = (ep_addr->num_slots == 0) ? 0 :
                           hipower_ring_slot(ep_addr->num_slots, start);
-    ep->tx.threshold = ucs_max(1, (uint32_t)(ep_addr->num_slots *
-                                             iface->config.recycle_threshold));
 
     path_mtu = ucs_min(iface->config.path_mtu, (enum ibv_mtu)ep_addr->path_mtu);
     status   = uct_hipower_qp_connect(&iface->verbs, ep->txqp.qp, peer_dev,

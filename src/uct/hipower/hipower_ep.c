@@ -541,7 +541,7 @@ static ucs_status_t uct_hipower_ep_flush_wait(uct_hipower_ep_t *ep,
             if (op != NULL) {
                 uct_hipower_op_release(op);
             }
-            iface->tx.starved = 1;
+            uct_hipower_iface_tx_starve(iface);
             return UCS_ERR_NO_RESOURCE;
         }
         status = uct_hipower_ep_post_nop(ep, &iface->tx.cq_credits, op);
@@ -645,12 +645,12 @@ ucs_status_t uct_hipower_ep_check(uct_ep_h tl_ep, unsigned flags,
     /* Unsignaled requests alone never report: they need a signaled one.
      * The probe is the user's: its failure is reported. */
     if (!uct_hipower_ep_has_room(ep, 1)) {
-        iface->tx.starved = 1;
+        uct_hipower_iface_tx_starve(iface);
         return UCS_ERR_NO_RESOURCE;
     }
     status = uct_hipower_ep_post_nop(ep, &iface->tx.cq_credits, NULL);
     if (status == UCS_OK) {
-        ep->tx.user_end_sn = ep->txqp.txq.sn;
+        uct_hipower_ep_user_end(ep, 0);
     }
     return status;
 }

@@ -227,6 +227,16 @@ void uct_hipower_ep_rx_release_abandon(uct_hipower_ep_t *ep);
  * holding a run is listed, oldest first, for waiters to take back */
 void uct_hipower_ep_idle_holder(uct_hipower_ep_t *ep, int idle);
 
+/* Receiver, the pool's view of an endpoint that went idle (@a idle) or
+ * active: the slots it holds count as idle ones' (not shared out), an idle
+ * holder is listed for waiters, and its wait for a run, if any, counts as
+ * an idle endpoint's (pool.num_waiting_idle); then the shares */
+void uct_hipower_ep_pool_idle(uct_hipower_ep_t *ep, int idle);
+
+/* Only its slots, among the idle ones' (@a idle) or out: a new endpoint,
+ * idle, and one that goes */
+void uct_hipower_ep_pool_idle_held(uct_hipower_ep_t *ep, int idle);
+
 /* Sender without a run: asks the receiver for one (once per epoch) */
 void uct_hipower_ep_tx_ask(uct_hipower_ep_t *ep);
 

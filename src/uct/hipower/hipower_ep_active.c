@@ -121,11 +121,7 @@ void uct_hipower_ep_activate(uct_hipower_ep_t *ep)
     ep->flags    |= UCT_HIPOWER_EP_FLAG_ACTIVE;
     ep->last_news = iface->clock.now;
     --iface->num_idle;
-    iface->pool.num_waiting_idle -= !!(ep->flags &
-                                       UCT_HIPOWER_EP_FLAG_WAITING);
-    uct_hipower_ep_idle_holder(ep, 0);
-    iface->pool.idle_held -= uct_hipower_ep_rx_held(ep);
-    uct_hipower_iface_pool_update(iface);
+    uct_hipower_ep_pool_idle(ep, 0);
 }
 
 void uct_hipower_ep_active_init(uct_hipower_ep_t *ep)
@@ -136,7 +132,7 @@ void uct_hipower_ep_active_init(uct_hipower_ep_t *ep)
      * immediate; without demotion (pull mode, announce batches) always
      * active */
     ++iface->num_idle;
-    iface->pool.idle_held += uct_hipower_ep_rx_held(ep);
+    uct_hipower_ep_pool_idle_held(ep, 1);
     uct_hipower_ep_idle_holder(ep, 1);
     ep->last_news = iface->clock.now;
     if (!iface->config.demote) {
@@ -152,7 +148,7 @@ void uct_hipower_ep_active_cleanup(uct_hipower_ep_t *ep)
         uct_hipower_ep_deactivate(ep);
     }
     --iface->num_idle;
-    iface->pool.idle_held -= uct_hipower_ep_rx_held(ep);
+    uct_hipower_ep_pool_idle_held(ep, 0);
     uct_hipower_ep_wake_done(ep); /* Its wake-up, if any, is flushed */
 }
 
@@ -164,11 +160,7 @@ void uct_hipower_ep_deactivate(uct_hipower_ep_t *ep)
     ucs_list_del(&ep->active_list);
     ep->flags &= ~(UCT_HIPOWER_EP_FLAG_ACTIVE | UCT_HIPOWER_EP_FLAG_NEWS);
     ++iface->num_idle;
-    iface->pool.num_waiting_idle += !!(ep->flags &
-                                       UCT_HIPOWER_EP_FLAG_WAITING);
-    uct_hipower_ep_idle_holder(ep, 1);
-    iface->pool.idle_held += uct_hipower_ep_rx_held(ep);
-    uct_hipower_iface_pool_update(iface);
+    uct_hipower_ep_pool_idle(ep, 1);
 }
 
 /*

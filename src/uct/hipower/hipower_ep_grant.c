@@ -405,6 +405,33 @@ void uct_hipower_ep_idle_holder(uct_hipower_ep_t *ep, int idle)
     }
 }
 
+void uct_hipower_ep_pool_idle_held(uct_hipower_ep_t *ep, int idle)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uint32_t held              = uct_hipower_ep_rx_held(ep);
+
+    if (idle) {
+        iface->pool.idle_held += held;
+    } else {
+        iface->pool.idle_held -= held;
+    }
+}
+
+void uct_hipower_ep_pool_idle(uct_hipower_ep_t *ep, int idle)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    unsigned waiting           = !!(ep->flags & UCT_HIPOWER_EP_FLAG_WAITING);
+
+    if (idle) {
+        iface->pool.num_waiting_idle += waiting;
+    } else {
+        iface->pool.num_waiting_idle -= waiting;
+    }
+    uct_hipower_ep_idle_holder(ep, idle);
+    uct_hipower_ep_pool_idle_held(ep, idle);
+    uct_hipower_iface_pool_update(iface);
+}
+
 void uct_hipower_ep_rx_release_abandon(uct_hipower_ep_t *ep)
 {
     uct_hipower_ep_wait_end(ep); /* Nor will it send */
@@ -986,6 +1013,23 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
      * run's messages end (the grant answered any want of ours) */
     ep->tx.ack_flags     = hipower_slot_ack_switch(old_end) | fill_final;
     iface->stats.runs_adopted++;
+}
+
+void uct_hipower_ep_tx_first_run(uct_hipower_ep_t *ep, uint64_t addr,
+                                 uint32_t rkey, uint32_t num_slots)
+{
+    uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
+    uint32_t start             = uct_hipower_seq_origin(num_slots);
+
+    /* Our written bits and the published ones the peer reads in pull mode
+     * start where the run's sequence numbers do (0 in the product) */
+    hipower_ring_bitmap_at(ep->ctrl->written, num_slots, start);
+    hipower_ring_bitmap_at(ep->ctrl->published, num_slots, start);
+    hipower_tx_ring_init(&ep->tx.ring, num_slots, ep->ctrl->written, start);
+    ep->peer.slots_addr = addr;
+    ep->peer.slots_rkey = rkey;
+    ep->tx.threshold    = ucs_max(1, (uint32_t)(num_slots *
+                                            iface->config.recycle_threshold));
 }
 
 ucs_status_t uct_hipower_ep_tx_run_req(uct_hipower_ep_t *ep)

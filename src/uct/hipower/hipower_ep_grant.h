@@ -15,6 +15,26 @@
  * (hipower_ep_grant.c) */
 void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep);
 
+/* Sender: the peer's first run, from its endpoint address: @a num_slots
+ * slots at @a addr, written with @a rkey (hipower_ep_grant.c) */
+void uct_hipower_ep_tx_first_run(uct_hipower_ep_t *ep, uint64_t addr,
+                                 uint32_t rkey, uint32_t num_slots);
+
+/* Sender: the acknowledgement flags (a run switch, a filled slot's count,
+ * a want) went out with a frame: said once */
+static UCS_F_ALWAYS_INLINE void uct_hipower_ep_tx_acks_said(uct_hipower_ep_t *ep)
+{
+    ep->tx.ack_flags = 0;
+}
+
+/* Receiver: a frame's acknowledgement word says whether the peer's run was
+ * too small (HIPOWER_SLOT_ACK_WANTS): the grant decides on it later */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_rx_note_wants(uct_hipower_ep_t *ep, uint64_t ack_word)
+{
+    ep->rx.wants |= !!(ack_word & HIPOWER_SLOT_ACK_WANTS);
+}
+
 /* No free peer slot: a recycle READ, or, to a peer that closed its
  * endpoint, a request that will fail and report it */
 void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep);

@@ -70,7 +70,7 @@ static inline ucs_status_t uct_hipower_ep_rma_post(uct_hipower_ep_t *ep,
 
     status = uct_hipower_ep_post(ep, wr, wr, 1, force_signal, op);
     if (ucs_likely(status == UCS_OK)) {
-        ep->tx.user_end_sn = ep->txqp.txq.sn;
+        uct_hipower_ep_user_end(ep, 0);
     } else if (op != NULL) {
         ucs_mpool_put_inline(op);
     }

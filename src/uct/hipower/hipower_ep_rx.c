@@ -211,9 +211,9 @@ uct_hipower_ep_rx_bundle_common(uct_hipower_ep_t *ep, const void *frame,
     void *elem;
 
     /* The acknowledgement the trailer carries, as any frame's */
-    ack_word      = hipower_slot_trailer_ack_word(trailer);
-    ep->rx.wants |= !!(ack_word & HIPOWER_SLOT_ACK_WANTS);
-    acked         = hipower_tx_ring_ack(&ep->tx.ring, (uint32_t)ack_word);
+    ack_word = hipower_slot_trailer_ack_word(trailer);
+    uct_hipower_ep_rx_note_wants(ep, ack_word);
+    acked    = hipower_tx_ring_ack(&ep->tx.ring, (uint32_t)ack_word);
     if (acked > 0) {
         uct_hipower_ep_rx_acked(ep, acked);
     }
@@ -674,7 +674,7 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
          * fence above), bounded by what we have outstanding */
         ack_word = hipower_slot_trailer_ack_word(slot_base +
                                                  layout.trailer_offset);
-        ep->rx.wants |= !!(ack_word & HIPOWER_SLOT_ACK_WANTS);
+        uct_hipower_ep_rx_note_wants(ep, ack_word);
         acked = hipower_tx_ring_ack(&ep->tx.ring, (uint32_t)ack_word);
         if (ucs_unlikely(acked > 0)) {
             uct_hipower_ep_rx_acked(ep, acked);
@@ -821,7 +821,7 @@ static unsigned uct_hipower_ep_rx_progress_self(uct_hipower_ep_t *ep)
     hipower_rx_ring_advance_run(ring, i);
     iface->stats.rx_msgs  += i;
     iface->stats.rx_bytes += rx_bytes;
-    ep->rx.wants          |= !!(ack_or & HIPOWER_SLOT_ACK_WANTS);
+    uct_hipower_ep_rx_note_wants(ep, ack_or);
     return i + fill_count;
 }
 

@@ -353,16 +353,14 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
         }
     }
 
-    if (ucs_unlikely(iface->tx.starved)) {
+    if (uct_hipower_iface_tx_starved_take(iface)) {
         uct_hipower_tx_cq_recall(iface);
     }
 
     ucs_list_for_each_safe(ep, tmp, &iface->pending_eps, pending_list) {
         /* A request's callback may have purged the queue, which unlists */
-        if (uct_hipower_ep_dispatch_pending(ep) &&
-            (ep->flags & UCT_HIPOWER_EP_FLAG_PENDING_LISTED)) {
-            ucs_list_del(&ep->pending_list);
-            ep->flags &= ~UCT_HIPOWER_EP_FLAG_PENDING_LISTED;
+        if (uct_hipower_ep_dispatch_pending(ep)) {
+            uct_hipower_ep_del_pending_list(ep);
         }
     }
 

@@ -118,6 +118,15 @@ static UCS_F_ALWAYS_INLINE void uct_hipower_ep_fence_next(uct_hipower_ep_t *ep)
     ep->fence_beat = uct_hipower_ep_iface(ep)->tx.fence_beat - 1;
 }
 
+/* The user's operations on the endpoint end with the work requests posted
+ * last but @a own_wrs (our bitmap READs chained after them): a flush waits
+ * for those, not for ours */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_user_end(uct_hipower_ep_t *ep, unsigned own_wrs)
+{
+    ep->tx.user_end_sn = ep->txqp.txq.sn - own_wrs;
+}
+
 /* Takes the endpoint off the recall's list */
 void uct_hipower_ep_unlist_trailing(uct_hipower_ep_t *ep);
 
@@ -173,6 +182,27 @@ uct_hipower_ep_post(uct_hipower_ep_t *ep, struct ibv_send_wr *first,
     return uct_hipower_ep_post_failed(ep, nwr, posted, ret);
 }
 
+/* An operation found no room: progress recalls the credits that
+ * unsignaled requests hold (uct_hipower_tx_cq_recall()) */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_iface_tx_starve(uct_hipower_iface_t *iface)
+{
+    iface->tx.starved = 1;
+}
+
+/* Whether a recall is due, forgotten then: the recall starves the
+ * interface again if the credits run out before it visited every
+ * endpoint */
+static UCS_F_ALWAYS_INLINE int
+uct_hipower_iface_tx_starved_take(uct_hipower_iface_t *iface)
+{
+    if (ucs_likely(!iface->tx.starved)) {
+        return 0;
+    }
+    iface->tx.starved = 0;
+    return 1;
+}
+
 /*
  * Room for @a nwr more work requests of a user operation on the endpoint
  * (send queue and completion queue). The one check every operation kind
@@ -191,7 +221,7 @@ uct_hipower_ep_has_room(uct_hipower_ep_t *ep, unsigned nwr)
 
     if (iface->tx.cq_credits < (int)nwr + UCT_HIPOWER_CQ_RECALL_RESERVE) {
         /* Progress recalls credits held by unsignaled requests */
-        iface->tx.starved = 1;
+        uct_hipower_iface_tx_starve(iface);
     }
     return 0;
 }

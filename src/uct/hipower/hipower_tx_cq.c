@@ -90,7 +90,6 @@ void uct_hipower_tx_cq_recall(uct_hipower_iface_t *iface)
 {
     uct_hipower_ep_t *ep, *tmp;
 
-    iface->tx.starved = 0;
     iface->stats.recall_runs++;
     /* Only the endpoints that posted unsignaled requests since they were
      * last looked at: each leaves the list when it is (or needs nothing),
@@ -98,7 +97,7 @@ void uct_hipower_tx_cq_recall(uct_hipower_iface_t *iface)
      * number of endpoints (review P3) */
     ucs_list_for_each_safe(ep, tmp, &iface->tx.trailing_eps, trailing_list) {
         if (iface->tx.cq_credits < 1) {
-            iface->tx.starved = 1;
+            uct_hipower_iface_tx_starve(iface);
             break;
         }
 

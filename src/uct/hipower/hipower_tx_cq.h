@@ -18,8 +18,9 @@
  * many completions it handled */
 unsigned uct_hipower_tx_cq_poll(uct_hipower_iface_t *iface);
 
-/* Credits are short: a signaled no-op on every endpoint that posted
- * unsignaled requests, from the credits kept back for it */
+/* Credits are short (uct_hipower_iface_tx_starved_take() said so): a
+ * signaled no-op on every endpoint that posted unsignaled requests, from
+ * the credits kept back for it */
 void uct_hipower_tx_cq_recall(uct_hipower_iface_t *iface);
 
 #endif

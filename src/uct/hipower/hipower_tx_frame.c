@@ -40,7 +40,7 @@ ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep)
     if (status == UCS_OK) {
         uct_hipower_ep_wakeup_posted(ep, sleep_gen);
         /* Part of the user's messages: flush waits for it */
-        ep->tx.user_end_sn = ep->txqp.txq.sn;
+        uct_hipower_ep_user_end(ep, 0);
         ep->tx.unannounced = 0;
         iface->stats.rdma_writes++;
     }

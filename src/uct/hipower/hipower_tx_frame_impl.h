@@ -283,11 +283,11 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     }
 
     /* Flush waits for this, not for our own bitmap reads after it */
-    ep->tx.user_end_sn = ep->txqp.txq.sn - (nwr - msg_nwr);
+    uct_hipower_ep_user_end(ep, nwr - msg_nwr);
     if (ucs_unlikely(ep->tx.win.size > 0)) {
         hipower_txwin_posted(&ep->tx.win, ep->tx.user_end_sn - 1);
     }
-    ep->tx.ack_flags   = 0; /* Said once */
+    uct_hipower_ep_tx_acks_said(ep);
     iface->stats.tx_msgs++;
     iface->stats.tx_bytes    += length;
     iface->stats.rdma_writes += msg_nwr;
