@@ -168,7 +168,6 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     enum ibv_mtu path_mtu;
     const char *reason;
     ucs_status_t status;
-    uint32_t start;
 
     if (ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) {
         ucs_error(UCT_HIPOWER_EP_FMT ": already connected",
@@ -261,9 +260,6 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
 
     uct_hipower_ep_tx_first_run(ep, ep_addr->slots_addr, ep_addr->slots_rkey,
                                 ep_addr->num_slots);
-    start               = uct_hipower_seq_origin(ep_addr->num_slots);
-    ep->tx.publish_slot = (ep_addr->num_slots == 0) ? 0 :
-                          hipower_ring_slot(ep_addr->num_slots, start);
 
     path_mtu = ucs_min(iface->config.path_mtu, (enum ibv_mtu)ep_addr->path_mtu);
     status   = uct_hipower_qp_connect(&iface->verbs, ep->txqp.qp, peer_dev,

@@ -67,18 +67,6 @@ typedef struct uct_hipower_qp_gc {
 
 static void uct_hipower_ep_check_peer_state(uct_hipower_ep_t *ep);
 
-/* Pull mode: make the bitmap the peer reads say which messages have landed.
- * Counts messages, not sequence numbers, which restart at the ring's period */
-static void uct_hipower_ep_publish(uct_hipower_ep_t *ep, uint64_t msg_count)
-{
-    for (; ep->tx.published < msg_count; ++ep->tx.published) {
-        hipower_bitmap_toggle(ep->ctrl->published, ep->tx.publish_slot);
-        if (++ep->tx.publish_slot == ep->tx.ring.num_slots) {
-            ep->tx.publish_slot = 0;
-        }
-    }
-}
-
 /* Completes the operations up to request @a sn, all successful */
 static void uct_hipower_ep_retire_ops(uct_hipower_ep_t *ep, uint64_t sn)
 {
@@ -98,7 +86,7 @@ static void uct_hipower_ep_retire_ops(uct_hipower_ep_t *ep, uint64_t sn)
             uct_invoke_completion(op->comp, UCS_OK);
         }
         if (iface->config.notify == UCT_HIPOWER_NOTIFY_PULL) {
-            uct_hipower_ep_publish(ep, op->msg_count);
+            uct_hipower_ep_tx_publish(ep, op->msg_count);
         }
         uct_hipower_op_release(op);
     }

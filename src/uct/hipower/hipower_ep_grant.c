@@ -1026,6 +1026,8 @@ void uct_hipower_ep_tx_first_run(uct_hipower_ep_t *ep, uint64_t addr,
     hipower_ring_bitmap_at(ep->ctrl->written, num_slots, start);
     hipower_ring_bitmap_at(ep->ctrl->published, num_slots, start);
     hipower_tx_ring_init(&ep->tx.ring, num_slots, ep->ctrl->written, start);
+    ep->tx.publish_slot = (num_slots == 0) ? 0 :
+                          hipower_ring_slot(num_slots, start);
     ep->peer.slots_addr = addr;
     ep->peer.slots_rkey = rkey;
     ep->tx.threshold    = ucs_max(1, (uint32_t)(num_slots *

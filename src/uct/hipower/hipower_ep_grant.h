@@ -20,6 +20,20 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep);
 void uct_hipower_ep_tx_first_run(uct_hipower_ep_t *ep, uint64_t addr,
                                  uint32_t rkey, uint32_t num_slots);
 
+/* Sender, pull mode: make the bitmap the peer reads say which messages
+ * have landed, up to @a msg_count. Counts messages, not sequence numbers,
+ * which restart at the ring's period */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_tx_publish(uct_hipower_ep_t *ep, uint64_t msg_count)
+{
+    for (; ep->tx.published < msg_count; ++ep->tx.published) {
+        hipower_bitmap_toggle(ep->ctrl->published, ep->tx.publish_slot);
+        if (++ep->tx.publish_slot == ep->tx.ring.num_slots) {
+            ep->tx.publish_slot = 0;
+        }
+    }
+}
+
 /* Sender: the acknowledgement flags (a run switch, a filled slot's count,
  * a want) went out with a frame: said once */
 static UCS_F_ALWAYS_INLINE void uct_hipower_ep_tx_acks_said(uct_hipower_ep_t *ep)
