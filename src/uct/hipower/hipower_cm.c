@@ -753,8 +753,8 @@ ucs_status_t uct_hipower_cm_arm(uct_hipower_iface_t *iface)
         uct_hipower_cm_poll(iface);
     }
 
-    if ((iface->cm.sock.num_ready > 0) || !ucs_list_is_empty(&iface->cm.doomed) ||
-        iface->cm.sock.probe_due) {
+    if ((iface->cm.sock.num_ready > 0) ||
+        !ucs_list_is_empty(&iface->cm.doomed) || iface->cm.sock.probe_due) {
         return UCS_ERR_BUSY;
     }
     return UCS_OK;

@@ -107,8 +107,9 @@ static void uct_hipower_cm_conn_phase(uct_hipower_cm_conn_t *conn, int phase)
     if (cm->sock.listen_paused && (cm->sock.num_passive < cm->max_conns) &&
         (cm->sock.listen_fd >= 0)) {
         cm->sock.listen_paused = 0;
-        uct_hipower_cm_watch(uct_hipower_cm_conn_iface(conn), cm->sock.listen_fd,
-                             NULL, UCS_EVENT_SET_EVREAD, EPOLL_CTL_MOD);
+        uct_hipower_cm_watch(uct_hipower_cm_conn_iface(conn),
+                             cm->sock.listen_fd, NULL, UCS_EVENT_SET_EVREAD,
+                             EPOLL_CTL_MOD);
     }
     if (phase == UCT_HIPOWER_CONN_PHASE_SHORT) {
         if (conn->active) {
@@ -395,7 +396,8 @@ void uct_hipower_cm_timer(void *arg)
     uct_hipower_cm_conn_t *conn, *tmp;
     ucs_time_t now;
 
-    if (ucs_list_is_empty(&iface->cm.sock.conns) && (iface->cm.num_internal == 0)) {
+    if (ucs_list_is_empty(&iface->cm.sock.conns) &&
+        (iface->cm.num_internal == 0)) {
         uct_hipower_timer_stop(&iface->cm.sock.timer);
         iface->cm.sock.next_probe = 0;
         return;
@@ -445,7 +447,8 @@ void uct_hipower_cm_timer(void *arg)
 
 void uct_hipower_cm_timer_start(uct_hipower_iface_t *iface)
 {
-    ucs_time_t tick = uct_hipower_cm_tick(iface, iface->cm.sock.num_passive > 0);
+    ucs_time_t tick = uct_hipower_cm_tick(iface,
+                                          iface->cm.sock.num_passive > 0);
     ucs_status_t status;
 
     if (uct_hipower_timer_state(&iface->cm.sock.timer) ==

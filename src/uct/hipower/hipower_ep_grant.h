@@ -36,7 +36,8 @@ uct_hipower_ep_tx_publish(uct_hipower_ep_t *ep, uint64_t msg_count)
 
 /* Sender: the acknowledgement flags (a run switch, a filled slot's count,
  * a want) went out with a frame: said once */
-static UCS_F_ALWAYS_INLINE void uct_hipower_ep_tx_acks_said(uct_hipower_ep_t *ep)
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_tx_acks_said(uct_hipower_ep_t *ep)
 {
     ep->tx.ack_flags = 0;
 }

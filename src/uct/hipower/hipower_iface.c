@@ -318,7 +318,8 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
         count += uct_hipower_iface_report_failures(iface);
     }
 
-    if (ucs_unlikely(iface->cm.sock.num_active + iface->cm.sock.num_passive > 0) ||
+    if (ucs_unlikely(iface->cm.sock.num_active +
+                     iface->cm.sock.num_passive > 0) ||
         ucs_unlikely((iface->clock.calls == 0) &&
                      !ucs_list_is_empty(&iface->cm.sock.conns))) {
         /* Handshakes in their round trip: their sockets, without waiting
