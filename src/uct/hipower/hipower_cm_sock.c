@@ -89,6 +89,16 @@ static void uct_hipower_cm_conn_queue(uct_hipower_cm_conn_t *conn, int state,
     }
 }
 
+/* Out of progress's queue: freed, or waiting again */
+static void uct_hipower_cm_conn_unqueue(uct_hipower_cm_conn_t *conn)
+{
+    if (conn->queued) {
+        conn->queued = 0;
+        ucs_list_del(&conn->ready_list);
+        --uct_hipower_cm_conn_iface(conn)->cm.sock.num_ready;
+    }
+}
+
 /* Moves a connection between the counts that bound each phase */
 static void uct_hipower_cm_conn_phase(uct_hipower_cm_conn_t *conn, int phase)
 {
@@ -364,10 +374,7 @@ void uct_hipower_cm_conn_free(uct_hipower_cm_conn_t *conn)
     uct_hipower_iface_t *iface = uct_hipower_cm_conn_iface(conn);
 
     uct_hipower_cm_conn_close_fd(conn);
-    if (conn->queued) {
-        ucs_list_del(&conn->ready_list);
-        --iface->cm.sock.num_ready;
-    }
+    uct_hipower_cm_conn_unqueue(conn);
     ucs_list_del(&conn->list);
     if (conn->ep_cm != NULL) {
         conn->ep_cm->conn = NULL;
@@ -1018,9 +1025,7 @@ void uct_hipower_cm_conn_await(uct_hipower_cm_conn_t *conn)
     uct_hipower_iface_t *iface = uct_hipower_cm_conn_iface(conn);
 
     uct_hipower_cm_conn_close_fd(conn);
-    ucs_list_del(&conn->ready_list);
-    --iface->cm.sock.num_ready;
-    conn->queued   = 0;
+    uct_hipower_cm_conn_unqueue(conn);
     conn->state    = UCT_HIPOWER_CONN_AWAIT;
     conn->deadline = ucs_get_time() + iface->cm.timeout;
 }

@@ -278,6 +278,14 @@ static uint32_t uct_hipower_ep_grant(uct_hipower_ep_t *ep, uint32_t size,
  * endpoint for which no run is left starts without one: its peer asks for
  * one when it sends.
  */
+/* Sender: free slots of a run of @a count below which a recycle READ goes
+ * out (UCX_HIPOWER_RECYCLE_THRESHOLD of them, at least one) */
+static uint32_t uct_hipower_ep_tx_threshold(uct_hipower_iface_t *iface,
+                                            uint32_t count)
+{
+    return ucs_max(1, (uint32_t)(count * iface->config.recycle_threshold));
+}
+
 ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
@@ -1007,8 +1015,7 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
     ep->peer.slots_addr  = ep->ctrl->grant.slots_addr;
     ep->peer.slots_rkey  = ep->ctrl->grant.rkey;
     ep->tx.epoch         = epoch;
-    ep->tx.threshold     = ucs_max(1, (uint32_t)(count *
-                                   iface->config.recycle_threshold));
+    ep->tx.threshold     = uct_hipower_ep_tx_threshold(iface, count);
     /* The next message, the new run's first, says where the old
      * run's messages end (the grant answered any want of ours) */
     ep->tx.ack_flags     = hipower_slot_ack_switch(old_end) | fill_final;
@@ -1030,8 +1037,7 @@ void uct_hipower_ep_tx_first_run(uct_hipower_ep_t *ep, uint64_t addr,
                           hipower_ring_slot(num_slots, start);
     ep->peer.slots_addr = addr;
     ep->peer.slots_rkey = rkey;
-    ep->tx.threshold    = ucs_max(1, (uint32_t)(num_slots *
-                                            iface->config.recycle_threshold));
+    ep->tx.threshold    = uct_hipower_ep_tx_threshold(iface, num_slots);
 }
 
 ucs_status_t uct_hipower_ep_tx_run_req(uct_hipower_ep_t *ep)

@@ -361,7 +361,7 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
     ucs_list_for_each_safe(ep, tmp, &iface->pending_eps, pending_list) {
         /* A request's callback may have purged the queue, which unlists */
         if (uct_hipower_ep_dispatch_pending(ep)) {
-            uct_hipower_ep_del_pending_list(ep);
+            uct_hipower_ep_unlist_pending(ep);
         }
     }
 

@@ -33,8 +33,7 @@ void uct_hipower_ep_del_pending_list(uct_hipower_ep_t *ep)
 
     if (ep->flags & UCT_HIPOWER_EP_FLAG_PENDING_LISTED) {
         UCS_ASYNC_BLOCK(iface->super.worker->async);
-        ucs_list_del(&ep->pending_list);
-        ep->flags &= ~UCT_HIPOWER_EP_FLAG_PENDING_LISTED;
+        uct_hipower_ep_unlist_pending(ep);
         UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     }
 }

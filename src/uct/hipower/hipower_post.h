@@ -46,6 +46,17 @@ void uct_hipower_ep_add_pending_list(uct_hipower_ep_t *ep);
 /* Takes it off that list */
 void uct_hipower_ep_del_pending_list(uct_hipower_ep_t *ep);
 
+/* The same, by a caller that holds the worker's async lock already (the
+ * interface's progress, which walks the list) */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_unlist_pending(uct_hipower_ep_t *ep)
+{
+    if (ep->flags & UCT_HIPOWER_EP_FLAG_PENDING_LISTED) {
+        ucs_list_del(&ep->pending_list);
+        ep->flags &= ~UCT_HIPOWER_EP_FLAG_PENDING_LISTED;
+    }
+}
+
 /* Posts a signaled zero-length write on the endpoint, from @a cq_credits
  * (the interface's, or a reserve); @a op may be NULL */
 ucs_status_t uct_hipower_ep_post_nop(uct_hipower_ep_t *ep, int *cq_credits,
