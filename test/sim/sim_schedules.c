@@ -292,7 +292,7 @@ found:
                    ep->flags, ep->rx.ring.num_slots,
                    ep->rx.ring.head, ep->rx.ring.held, ep->rx.granted.count,
                    (ep->flags & UCT_HIPOWER_EP_FLAG_GRANT_OUT) ?
-                   ucs_time_to_sec(ep->rx.grant_deadline) : 0.0, ep->tx.msgs,
+                   ucs_time_to_sec(ep->rx.grant_deadline) : 0.0, ep->frame.msgs,
                    ep->tx.ring.num_slots, hipower_tx_ring_free(&ep->tx.ring),
                    hipower_txq_outstanding(&ep->txqp.txq),
                    ep->txqp.txq.unsignaled,

@@ -109,7 +109,7 @@ START_TEST(test_bundle_when_no_slot)
     ck_assert_uint_le(direct, slots);
     ck_assert_msg(accepted > direct, "%u messages accepted, %" PRIu64
                   " posted: none bundled", accepted, direct);
-    ck_assert_uint_eq(ia->tx.bundles_open, 1);
+    ck_assert_uint_eq(ia->bundle.num_open, 1);
     ck_assert(ep_of(pairs[0].ep_a)->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
     ck_assert_uint_eq(ia->stats.tx_bundles, 0);
 
@@ -135,7 +135,7 @@ START_TEST(test_bundle_when_no_slot)
     flush_all();
     progress_until_received(accepted, 1, 1);
     ck_assert_uint_eq(received, accepted);
-    ck_assert_uint_eq(ia->tx.bundles_open, 0);
+    ck_assert_uint_eq(ia->bundle.num_open, 0);
     ck_assert_uint_ge(ia->stats.tx_bundles, 1);
     ck_assert_uint_eq(ia->stats.tx_bundled, ib->stats.rx_bundled);
     ck_assert_uint_eq(ib->stats.rx_bundles, ia->stats.tx_bundles);
@@ -240,15 +240,15 @@ START_TEST(test_bundle_window)
     ck_assert_uint_ge(bells, 1);
     ck_assert_uint_le(bells, 2);
     ck_assert_uint_gt(hipower_tx_ring_free(&ep->tx.ring), 0);
-    ck_assert_uint_eq(ia->tx.bundles_open, 1);
+    ck_assert_uint_eq(ia->bundle.num_open, 1);
     ck_assert_uint_eq(ia->stats.tx_bundles, 0);
 
     /* The sender's progress sends it, once the completion came */
-    for (spins = 0; (ia->tx.bundles_open > 0) && (spins < 20000000);
+    for (spins = 0; (ia->bundle.num_open > 0) && (spins < 20000000);
          ++spins) {
         progress(1, 0);
     }
-    ck_assert_uint_eq(ia->tx.bundles_open, 0);
+    ck_assert_uint_eq(ia->bundle.num_open, 0);
     ck_assert_uint_eq(ia->stats.tx_bundles, 1);
     ck_assert_uint_eq(ia->stats.tx_bundled, N - bells);
     progress_until_received(N + 1, 1, 1);
@@ -263,7 +263,7 @@ START_TEST(test_bundle_window)
     printf("bundle window 0: the same burst took %" PRIu64 " doorbells\n",
            bells);
     ck_assert_uint_eq(bells, N);
-    ck_assert_uint_eq(ia->tx.bundles_open, 0);
+    ck_assert_uint_eq(ia->bundle.num_open, 0);
     flush_all();
     progress_until_received(N + 1, 1, 1);
     ck_assert_uint_eq(received, N + 1);
@@ -305,7 +305,7 @@ START_TEST(test_bundle_window_deadline)
     for (attempt = 0; ; ++attempt) {
         bells = window_burst("2", N);
         ia    = iface_of(&side_a);
-        if ((ia->tx.bundles_open > 0) || (ia->stats.hold_timer_posts > 0)) {
+        if ((ia->bundle.num_open > 0) || (ia->stats.hold_timer_posts > 0)) {
             break;
         }
         ck_assert_msg(attempt < 4, "in 5 bursts of %d messages the send "
@@ -815,7 +815,7 @@ START_TEST(test_bundle_many_peers)
         }
         total += n;
     }
-    ck_assert_uint_eq(ia->tx.bundles_open, NPAIRS);
+    ck_assert_uint_eq(ia->bundle.num_open, NPAIRS);
     ck_assert_uint_eq(ia->stats.tx_bundles, 0);
 
     flush_all();
@@ -824,7 +824,7 @@ START_TEST(test_bundle_many_peers)
     for (p = 0; p < NPAIRS; ++p) {
         ck_assert_uint_eq(pairs[p].expected_seq, pairs[p].next_seq);
     }
-    ck_assert_uint_eq(ia->tx.bundles_open, 0);
+    ck_assert_uint_eq(ia->bundle.num_open, 0);
     ck_assert_uint_ge(ia->stats.tx_bundles, NPAIRS);
     printf("bundles: %u peers, each with a bundle open at once: %" PRIu64
            " messages, %" PRIu64 " bundles carried %" PRIu64 "\n", NPAIRS,
@@ -854,7 +854,7 @@ START_TEST(test_bundle_dies_with_endpoint)
         ck_assert(ep_of(pairs[p].ep_a)->flags &
                   UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
     }
-    ck_assert_uint_eq(iface_of(&side_a)->tx.bundles_open, 2);
+    ck_assert_uint_eq(iface_of(&side_a)->bundle.num_open, 2);
 
     ck_assert_int_eq(uct_ep_flush(pairs[0].ep_a, UCT_FLUSH_FLAG_CANCEL,
                                   NULL), UCS_OK);
@@ -862,7 +862,7 @@ START_TEST(test_bundle_dies_with_endpoint)
                 UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN));
     uct_ep_destroy(pairs[1].ep_a);
     pairs[1].ep_a = NULL;
-    ck_assert_uint_eq(iface_of(&side_a)->tx.bundles_open, 0);
+    ck_assert_uint_eq(iface_of(&side_a)->bundle.num_open, 0);
     ck_assert_uint_eq(ep_errors_a, 0);
 
     /* Another pair carries traffic as before */
@@ -882,7 +882,7 @@ START_TEST(test_bundle_dies_with_endpoint)
 
     /* A bundle still open as the interfaces close */
     ck_assert_uint_gt(send_until_refused(3, 40, 100000), slots);
-    ck_assert_uint_eq(iface_of(&side_a)->tx.bundles_open, 1);
+    ck_assert_uint_eq(iface_of(&side_a)->bundle.num_open, 1);
     ck_assert_int_eq(errors, 0);
     teardown_pairs();
 }
@@ -990,7 +990,7 @@ START_TEST(test_bundle_bcopy_too_long)
     packed = uct_ep_am_bcopy(pairs[0].ep_a, 1, too_long_pack_cb, NULL, 0);
     ck_assert_int_eq(packed, UCS_ERR_INVALID_PARAM);
     ck_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN));
-    ck_assert_uint_eq(ia->tx.bundles_open, 0);
+    ck_assert_uint_eq(ia->bundle.num_open, 0);
 
     /* Two messages into a bundle, then the same packer */
     ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(200, 1), 1), UCS_OK);
@@ -1111,11 +1111,11 @@ void bundle_burst(unsigned first, unsigned n)
                                   fit_length(8 + (i % 24), i % 2), i % 2),
                          UCS_OK);
     }
-    for (spins = 0; (ia->tx.bundles_open > 0) && (spins < 20000000);
+    for (spins = 0; (ia->bundle.num_open > 0) && (spins < 20000000);
          ++spins) {
         progress(1, 0);
     }
-    ck_assert_uint_eq(ia->tx.bundles_open, 0);
+    ck_assert_uint_eq(ia->bundle.num_open, 0);
 }
 
 /*
@@ -1171,12 +1171,12 @@ START_TEST(test_bundle_fill)
     progress_until_received(2 * N, 0, 1);
     ck_assert_uint_eq(received, 2 * N);
     ck_assert_uint_eq(ib->stats.rx_fill_batches, batches);
-    ck_assert_msg(ep_b->rx.fill_done != 0, "B moved past the filled slot "
+    ck_assert_msg(ep_b->rx.fill.done != 0, "B moved past the filled slot "
                   "before A's next frame");
     for (spins = 0; spins < 100000; ++spins) {
         progress(0, 1);
     }
-    ck_assert(ep_b->rx.fill_done != 0);
+    ck_assert(ep_b->rx.fill.done != 0);
 
     /* A's next message goes alone (nothing in flight once A saw the
      * batch's completion), posted at once: a batch of one in that slot */
@@ -1184,12 +1184,12 @@ START_TEST(test_bundle_fill)
         progress(1, 0);
     }
     ck_assert_int_eq(send_one(&pairs[0], 0, 2, fit_length(64, 0), 0), UCS_OK);
-    ck_assert_uint_eq(ia->tx.bundles_open, 0);
+    ck_assert_uint_eq(ia->bundle.num_open, 0);
     ck_assert_uint_eq(ia->stats.tx_fill_batches, batches + 1);
     ck_assert_uint_eq(ep_of(pairs[0].ep_a)->tx.ring.head, head);
     progress_until_received(2 * N + 1, 0, 1);
     ck_assert_uint_eq(received, 2 * N + 1);
-    ck_assert(ep_b->rx.fill_done != 0);
+    ck_assert(ep_b->rx.fill.done != 0);
 
     /* A zero-copy message takes a slot of its own: its frame closes the
      * filled slot at B */
@@ -1200,12 +1200,12 @@ START_TEST(test_bundle_fill)
     ck_assert_int_eq(send_one(&pairs[0], 0, 2, fit_length(64, 2), 2), UCS_OK);
     progress_until_received(2 * N + 2, 1, 1);
     ck_assert_uint_eq(received, 2 * N + 2);
-    ck_assert_uint_eq(ep_b->rx.fill_done, 0);
+    ck_assert_uint_eq(ep_b->rx.fill.done, 0);
     ck_assert_uint_eq(slots_received(ib), 3);
     /* B's count of what it got is A's count of what it announced (the
      * sleep handshake compares them): a frame per slot, a batch each */
     ck_assert_uint_eq(uct_hipower_ep_rx_delivered(ep_b),
-                      (uint32_t)ep_of(pairs[0].ep_a)->tx.msgs);
+                      (uint32_t)ep_of(pairs[0].ep_a)->frame.msgs);
 
     /* A stream, both sides progressing every few messages (bundles of a
      * few, which fill slots together) and when A is refused */
@@ -1238,9 +1238,9 @@ START_TEST(test_bundle_fill)
     ck_assert_uint_lt(slots_received(ib),
                       ia->stats.tx_msgs - ia->stats.tx_bundled +
                       ia->stats.tx_bundles);
-    if (ep_b->rx.fill_done == 0) {
+    if (ep_b->rx.fill.done == 0) {
         ck_assert_uint_eq(uct_hipower_ep_rx_delivered(ep_b),
-                          (uint32_t)ep_of(pairs[0].ep_a)->tx.msgs);
+                          (uint32_t)ep_of(pairs[0].ep_a)->frame.msgs);
     }
     ck_assert_int_eq(errors, 0);
     ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
@@ -1358,7 +1358,7 @@ END_TEST
  * messages fills bundles of a few each; the message that would overflow
  * one used to be packed into it, copied out, and copied into the next
  * bundle. The endpoint now posts the bundle before packing when its last
- * bcopy would not fit (tx.bundle.bcopy_hint): in the stream no message is
+ * bcopy would not fit (am.bcopy_hint): in the stream no message is
  * packed into a bundle it did not fit (tx_spills; red without the hint:
  * one per bundle). Then mixed lengths, where a long message after short
  * ones still meets a bundle it does not fit: it goes after it, spilled,
@@ -1691,7 +1691,7 @@ START_TEST(test_bundle_window_event)
                       " CQ arms, %" PRIu64 " events, %" PRIu64 " posts on "
                       "them, %" PRIu64 " idle; %u free slots, %u set "
                       "aside, window full %d", r, received, target,
-                      quiet_us[r] / 1e3, ia->tx.bundles_open, ia->tx.armed,
+                      quiet_us[r] / 1e3, ia->bundle.num_open, ia->tx.armed,
                       ia->tx.post_due, ia->tx.hold_ops,
                       ia->stats.tx_hold_arms, ia->stats.tx_cq_events,
                       ia->stats.tx_event_posts, ia->stats.tx_event_idle,

@@ -142,7 +142,7 @@ static unsigned reentry_setup(int variant)
             progress(1, 1);
         }
         ck_assert_uint_eq(pairs[0].expected_seq, 12);
-        ck_assert(ep_of(pairs[0].ep_b)->rx.fill_done != 0);
+        ck_assert(ep_of(pairs[0].ep_b)->rx.fill.done != 0);
         bundle_burst(12, 12);
         alloc_zbufs();
         ck_assert_int_eq(send_one(&pairs[0], 0, 2, fit_length(64, 2), 2),

@@ -189,8 +189,8 @@ void uct_hipower_cm_ep_cleanup(uct_hipower_ep_t *ep)
     }
 
     UCS_ASYNC_BLOCK(async);
-    if (ep->cm.conn != NULL) {
-        uct_hipower_cm_conn_free(ep->cm.conn);
+    if (ep->cm.sock.conn != NULL) {
+        uct_hipower_cm_conn_free(ep->cm.sock.conn);
     }
     if (ep->cm.listed != UCT_HIPOWER_CM_LISTED_NONE) {
         ucs_list_del(&ep->cm.list);
@@ -225,8 +225,8 @@ int uct_hipower_cm_ep_gone(uct_hipower_ep_t *ep)
  * first (the error handler may destroy the endpoint) */
 static void uct_hipower_cm_ep_fail(uct_hipower_ep_t *ep, ucs_status_t status)
 {
-    if (ep->cm.conn != NULL) {
-        uct_hipower_cm_conn_free(ep->cm.conn);
+    if (ep->cm.sock.conn != NULL) {
+        uct_hipower_cm_conn_free(ep->cm.sock.conn);
     }
     ep->cm.state = UCT_HIPOWER_CM_FAILED;
     uct_hipower_ep_iface(ep)->stats.cm_failed++;
@@ -535,9 +535,9 @@ static void uct_hipower_cm_passive(uct_hipower_cm_conn_t *conn)
         goto out;
     }
 
-    if ((ep->cm.conn != NULL) &&
-        (ep->cm.conn->state == UCT_HIPOWER_CONN_AWAIT)) {
-        uct_hipower_cm_conn_free(ep->cm.conn);
+    if ((ep->cm.sock.conn != NULL) &&
+        (ep->cm.sock.conn->state == UCT_HIPOWER_CONN_AWAIT)) {
+        uct_hipower_cm_conn_free(ep->cm.sock.conn);
     }
     if (ep->cm.listed == UCT_HIPOWER_CM_LISTED_WAITING) {
         /* Queued behind other handshakes: no REQ of its own needed now */
@@ -575,15 +575,15 @@ static int uct_hipower_cm_retry(uct_hipower_cm_conn_t *conn)
     if ((conn->phase != UCT_HIPOWER_CONN_PHASE_SHORT) ||
         ((conn->err != ECONNRESET) && (conn->err != EPIPE)) ||
         (ep->cm.state != UCT_HIPOWER_CM_CONNECTING) ||
-        (ep->cm.attempts >= UCT_HIPOWER_CM_ATTEMPTS) ||
-        (ucs_get_time() >= ep->cm.deadline) || !iface->cm.enabled) {
+        (ep->cm.sock.attempts >= UCT_HIPOWER_CM_ATTEMPTS) ||
+        (ucs_get_time() >= ep->cm.sock.deadline) || !iface->cm.enabled) {
         return 0;
     }
 
     ucs_diag(UCT_HIPOWER_EP_FMT ": %s closed the handshake before it read "
              "our request (its host overloaded?); connecting again (%u of "
              "%u)", UCT_HIPOWER_EP_ARG(ep), conn->peer_str,
-             ep->cm.attempts + 1, UCT_HIPOWER_CM_ATTEMPTS);
+             ep->cm.sock.attempts + 1, UCT_HIPOWER_CM_ATTEMPTS);
     iface->stats.cm_retried++;
     /* First in the queue: the slot this connection frees is its own */
     ucs_assert(ep->cm.listed == UCT_HIPOWER_CM_LISTED_NONE);

@@ -91,11 +91,12 @@ typedef struct uct_hipower_ep_cm {
     uint8_t                      queue;      /* ucs_conn_match_queue_type_t */
     uint8_t                      listed;     /* In cm.waiting or cm.doomed */
     uint8_t                      destroying; /* In uct_ep_destroy() */
-    /* These three hipower_cm_sock.c writes: */
-    uint8_t                      attempts;   /* Connections its handshake
+    struct {                                 /* hipower_cm_sock.c's */
+        uint8_t                  attempts;   /* Connections its handshake
                                                 made (uct_hipower_cm_retry()) */
-    ucs_time_t                   deadline;   /* Of its first connection */
-    uct_hipower_cm_conn_t        *conn;      /* Its handshake, if any */
+        ucs_time_t               deadline;   /* Of its first connection */
+        uct_hipower_cm_conn_t    *conn;      /* Its handshake, if any */
+    } sock;
     ucs_list_link_t              list;       /* Waiting to connect, or doomed */
 } uct_hipower_ep_cm_t;
 

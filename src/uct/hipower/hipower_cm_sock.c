@@ -377,7 +377,7 @@ void uct_hipower_cm_conn_free(uct_hipower_cm_conn_t *conn)
     uct_hipower_cm_conn_unqueue(conn);
     ucs_list_del(&conn->list);
     if (conn->ep_cm != NULL) {
-        conn->ep_cm->conn = NULL;
+        conn->ep_cm->sock.conn = NULL;
     }
     uct_hipower_cm_conn_phase(conn, UCT_HIPOWER_CONN_PHASE_NONE);
     ucs_free(conn);
@@ -574,12 +574,12 @@ ucs_status_t uct_hipower_cm_connect(uct_hipower_ep_t *ep)
     }
     conn->ep_cm = &ep->cm;
     conn->state = UCT_HIPOWER_CONN_CONNECTING;
-    ep->cm.conn = conn;
-    if (ep->cm.attempts++ == 0) {
-        ep->cm.deadline = conn->deadline;
+    ep->cm.sock.conn = conn;
+    if (ep->cm.sock.attempts++ == 0) {
+        ep->cm.sock.deadline = conn->deadline;
     } else {
         /* Another connection of the same handshake: the same deadline */
-        conn->deadline = ep->cm.deadline;
+        conn->deadline = ep->cm.sock.deadline;
     }
     iface->stats.cm_requests++;
     uct_hipower_cm_addr_str(&ep->cm.peer, conn->peer_str,

@@ -138,7 +138,7 @@ static ucs_status_t uct_hipower_conn_open_windows(uct_hipower_ep_t *ep)
 
     if (nwr > 0) {
         posted = uct_hipower_txqp_post(iface, &ep->txqp, wrs, &wrs[nwr - 1],
-                                       nwr, 1, &ep->tx.connect_credits, &ret);
+                                       nwr, 1, &ep->post.connect_credits, &ret);
         if (posted != nwr) {
             return uct_hipower_ep_post_failed(ep, nwr, posted, ret);
         }
@@ -218,7 +218,7 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
 
     ep->peer.layout            = layout;
     hipower_slot_placement_init(&ep->peer.placement, &layout);
-    ep->tx.msg_wrs             = 1 + (layout.align > 1) +
+    ep->peer.msg_wrs             = 1 + (layout.align > 1) +
                                  (iface->config.notify ==
                                   UCT_HIPOWER_NOTIFY_PUSH);
     if ((iface->config.notify == UCT_HIPOWER_NOTIFY_SELF) &&

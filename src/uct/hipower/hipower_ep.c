@@ -162,7 +162,7 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc)
     if (ucs_likely(wc->status == IBV_WC_SUCCESS)) {
         if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_READY)) &&
             (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) &&
-            ((int64_t)(wc->wr_id - ep->tx.hello_sn) >= 0)) {
+            ((int64_t)(wc->wr_id - ep->post.hello_sn) >= 0)) {
             /* Acknowledged after our hello: the peer's QP took the hello,
              * so its windows are bound (a request before the hello, such
              * as a keepalive probe, proves only that the QP is up) */
@@ -173,7 +173,7 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc)
                              UCT_HIPOWER_EP_FLAG_CANCELED)) ||
                ((wc->status == IBV_WC_WR_FLUSH_ERR) &&
                 (ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED) &&
-                ((int64_t)(ep->tx.user_end_sn - acked_before) <= 0))) {
+                ((int64_t)(ep->post.user_end_sn - acked_before) <= 0))) {
         /* Flushed after the failure (or after our own request failed
          * quietly, see below): nothing more to say */
     } else {
@@ -185,7 +185,7 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc)
         ucs_memory_cpu_load_fence();
         uct_hipower_ep_check_peer_state(ep);
         if ((ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED) &&
-            ((int64_t)(ep->tx.user_end_sn - acked_before) <= 0)) {
+            ((int64_t)(ep->post.user_end_sn - acked_before) <= 0)) {
             ucs_debug(UCT_HIPOWER_EP_FMT ": %s of our own request after the "
                       "peer closed its endpoint", UCT_HIPOWER_EP_ARG(ep),
                       uct_hipower_wc_status_name(wc->status));
@@ -368,7 +368,7 @@ unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep)
             uct_hipower_ep_rx_peer_gone(ep);
         }
     }
-    if (ucs_unlikely(ep->tx.unannounced > 0)) {
+    if (ucs_unlikely(ep->frame.unannounced > 0)) {
         uct_hipower_ep_announce(ep);
     }
     /* The receiver granted us a run and we may have nothing to send:
@@ -542,7 +542,7 @@ static ucs_status_t uct_hipower_ep_flush_wait(uct_hipower_ep_t *ep,
     } else if (op != NULL) {
         /* The last request is signaled: complete with it */
         op->sn        = ep->txqp.txq.sn - 1;
-        op->msg_count = ep->tx.msgs;
+        op->msg_count = ep->frame.msgs;
         ucs_queue_push(&ep->txqp.outstanding, &op->queue);
     }
 
@@ -597,7 +597,7 @@ ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
         return status;
     }
 
-    if ((int64_t)(ep->txqp.txq.acked_sn - ep->tx.user_end_sn) >= 0) {
+    if ((int64_t)(ep->txqp.txq.acked_sn - ep->post.user_end_sn) >= 0) {
         UCT_TL_EP_STAT_FLUSH(&ep->super);
         return UCS_OK;
     }
@@ -681,36 +681,36 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->flags               = 0;
     self->err_due             = UCS_OK;
     memset(&self->cm, 0, sizeof(self->cm));
-    self->fence_beat          = iface->tx.fence_beat;
-    self->tx.user_end_sn      = 0;
-    self->tx.unannounced      = 0;
-    self->tx.announce_word    = 0;
-    self->tx.msg_wrs          = 3;      /* Set when connected */
+    self->post.fence_beat          = iface->tx.fence_beat;
+    self->post.user_end_sn      = 0;
+    self->frame.unannounced      = 0;
+    self->frame.announce_word    = 0;
+    self->peer.msg_wrs          = 3;      /* Set when connected */
     hipower_txwin_init(&self->tx.win, 0);
     self->tx.published        = 0;
     self->tx.publish_slot     = 0;
-    self->tx.msgs             = 0;
+    self->frame.msgs             = 0;
     /* Where this connection's epochs start, the same on both sides */
     self->tx.epoch            = uct_hipower_epoch_origin();
     self->tx.ack_flags        = 0;
     self->tx.run_req          = hipower_run_req_make(self->tx.epoch, 0, 0);
     self->rx.epoch            = self->tx.epoch;
     self->rx.wants            = 0;
-    self->rx.fill_done        = 0;
-    self->rx.fill_walked      = 0;
-    self->rx.fill_extra       = 0;
+    self->rx.fill.done        = 0;
+    self->rx.fill.walked      = 0;
+    self->rx.fill.extra       = 0;
     self->tx.fill.seq         = 0;
     self->tx.fill.length      = 0;
     self->tx.fill.count       = 0;
     self->tx.fill.ack_flags   = 0;
     /* No bcopy yet: the first one tries an open bundle, where its real
      * length is checked (UCS_CLASS_NEW does not zero the object) */
-    self->tx.bundle.bcopy_hint = 0;
+    self->am.bcopy_hint = 0;
     self->rx.granted.count    = 0;
     self->rx.granted.start    = 0;
     /* The first bitmap write always wakes the peer: it may have gone to
      * sleep before it knew we would send (see hipower_event.c) */
-    self->tx.woken_gen        = UINT64_MAX;
+    self->post.woken_gen        = UINT64_MAX;
     self->event.posted_gen    = 0;
     self->event.confirmed_gen = 0;
     self->event.behind_since  = 0;
@@ -783,7 +783,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
      * order (uct_hipower_ep_end_qp()), taken now so that they are always
      * there */
     hipower_credits_add(&iface->tx.cq_credits, -UCT_HIPOWER_EP_CQ_ENTRIES);
-    self->tx.connect_credits    = UCT_HIPOWER_CONNECT_WRS;
+    self->post.connect_credits    = UCT_HIPOWER_CONNECT_WRS;
 
     ucs_debug("hipower %s: ep %p qp 0x%x, %u receive slots", iface->dev_name,
               self, self->txqp.qp->qp_num, self->rx.ring.num_slots);
@@ -919,7 +919,7 @@ static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
     uct_hipower_md_t *md = ucs_derived_of(iface->super.md, uct_hipower_md_t);
     /* The credit taken at creation, and those of the connection's opening
      * if it never opened */
-    int reserve          = 1 + ep->tx.connect_credits;
+    int reserve          = 1 + ep->post.connect_credits;
     uct_hipower_qp_gc_t *gc;
     int goodbye          = 0;
     khiter_t iter;
@@ -928,7 +928,7 @@ static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
      * no goodbye to a peer that is gone */
     uct_hipower_ep_check_peer_state(ep);
     if (uct_hipower_ep_may_initiate(ep) &&
-        ((int64_t)(ep->txqp.txq.acked_sn - ep->tx.user_end_sn) >= 0)) {
+        ((int64_t)(ep->txqp.txq.acked_sn - ep->post.user_end_sn) >= 0)) {
         /* No user operation out (our own reads may be), peer alive and
          * ready: tell it we are gone, after what is out, so that it stops
          * what it sends of its own accord, without an error */

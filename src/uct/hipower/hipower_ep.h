@@ -128,7 +128,7 @@ ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep, uint64_t gen,
 
 /* No wake-up of the endpoint's latest sleep handshake is due any more: it
  * came (hipower_event.c), or the endpoint goes and its receives are
- * flushed (UCT_HIPOWER_EP_FLAG_WAKE_DUE, iface->num_wake_due) */
+ * flushed (UCT_HIPOWER_EP_FLAG_WAKE_DUE, iface->active.num_wake_due) */
 void uct_hipower_ep_wake_done(uct_hipower_ep_t *ep);
 
 /* The handler of the interface's sleep handshake: the peer has seen the

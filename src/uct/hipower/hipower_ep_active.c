@@ -95,7 +95,7 @@ ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep, uint64_t gen,
     uct_hipower_ep_iface(ep)->stats.handshakes++;
     if (!(ep->flags & UCT_HIPOWER_EP_FLAG_WAKE_DUE)) {
         ep->flags |= UCT_HIPOWER_EP_FLAG_WAKE_DUE;
-        ++uct_hipower_ep_iface(ep)->num_wake_due;
+        ++uct_hipower_ep_iface(ep)->active.num_wake_due;
     }
     return UCS_OK;
 }
@@ -104,7 +104,7 @@ void uct_hipower_ep_wake_done(uct_hipower_ep_t *ep)
 {
     if (ep->flags & UCT_HIPOWER_EP_FLAG_WAKE_DUE) {
         ep->flags &= ~UCT_HIPOWER_EP_FLAG_WAKE_DUE;
-        --uct_hipower_ep_iface(ep)->num_wake_due;
+        --uct_hipower_ep_iface(ep)->active.num_wake_due;
     }
 }
 
@@ -119,8 +119,8 @@ void uct_hipower_ep_activate(uct_hipower_ep_t *ep)
     ucs_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE));
     ucs_list_add_tail(&iface->active_eps, &ep->active_list);
     ep->flags    |= UCT_HIPOWER_EP_FLAG_ACTIVE;
-    ep->last_news = iface->clock.now;
-    --iface->num_idle;
+    ep->event.last_news = iface->clock.now;
+    --iface->active.num_idle;
     uct_hipower_ep_pool_idle(ep, 0);
 }
 
@@ -131,10 +131,10 @@ void uct_hipower_ep_active_init(uct_hipower_ep_t *ep)
     /* Idle until its peer's first write, which always carries an
      * immediate; without demotion (pull mode, announce batches) always
      * active */
-    ++iface->num_idle;
+    ++iface->active.num_idle;
     uct_hipower_ep_pool_idle_held(ep, 1);
     uct_hipower_ep_idle_holder(ep, 1);
-    ep->last_news = iface->clock.now;
+    ep->event.last_news = iface->clock.now;
     if (!iface->config.demote) {
         uct_hipower_ep_activate(ep);
     }
@@ -147,7 +147,7 @@ void uct_hipower_ep_active_cleanup(uct_hipower_ep_t *ep)
     if (ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE) {
         uct_hipower_ep_deactivate(ep);
     }
-    --iface->num_idle;
+    --iface->active.num_idle;
     uct_hipower_ep_pool_idle_held(ep, 0);
     uct_hipower_ep_wake_done(ep); /* Its wake-up, if any, is flushed */
 }
@@ -159,7 +159,7 @@ void uct_hipower_ep_deactivate(uct_hipower_ep_t *ep)
     ucs_assert(ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE);
     ucs_list_del(&ep->active_list);
     ep->flags &= ~(UCT_HIPOWER_EP_FLAG_ACTIVE | UCT_HIPOWER_EP_FLAG_NEWS);
-    ++iface->num_idle;
+    ++iface->active.num_idle;
     uct_hipower_ep_pool_idle(ep, 1);
 }
 
@@ -201,14 +201,14 @@ void uct_hipower_ep_demote(uct_hipower_ep_t *ep)
     if (!uct_hipower_ep_may_initiate(ep) ||
         (ep->event.posted_gen != ep->event.confirmed_gen)) {
         /* Not connected yet, canceled, or a sleep handshake is out: later */
-        ep->last_news = iface->clock.now;
+        ep->event.last_news = iface->clock.now;
         return;
     }
 
     gen = hipower_gen_next(&iface->event.gen_seq);
     if (uct_hipower_ep_post_sleep(ep, gen, uct_hipower_ep_demote_done) !=
         UCS_OK) {
-        ep->last_news = iface->clock.now; /* No room now: try again later */
+        ep->event.last_news = iface->clock.now; /* No room now: try again later */
         return;
     }
 
@@ -266,6 +266,6 @@ static void uct_hipower_ep_demote_done(uct_hipower_tx_op_t *op,
         /* An idle peer keeps MIN_SLOTS of the shared pool */
         uct_hipower_ep_rx_reclaim(ep);
     } else {
-        ep->last_news = iface->clock.now;
+        ep->event.last_news = iface->clock.now;
     }
 }

@@ -17,7 +17,7 @@
 static UCS_F_ALWAYS_INLINE void
 uct_hipower_ep_news(uct_hipower_ep_t *ep, ucs_time_t now)
 {
-    ep->last_news  = now;
+    ep->event.last_news  = now;
     ep->flags     |= UCT_HIPOWER_EP_FLAG_NEWS;
 }
 

@@ -325,7 +325,7 @@ uct_hipower_ep_am_bcopy_spill(uct_hipower_ep_t *ep, uint8_t id, void *data,
         }
     }
 
-    ep->tx.bundle.bcopy_hint = length;
+    ep->am.bcopy_hint = length;
     UCT_TL_EP_STAT_OP(&ep->super, AM, BCOPY, length);
     return length;
 }
@@ -336,7 +336,7 @@ uct_hipower_ep_am_bcopy_spill(uct_hipower_ep_t *ep, uint8_t id, void *data,
  * a bundled message is copied once, as one that goes alone. It joins the
  * bundle if it fits (the first message of a bundle may be as large as any);
  * if not, uct_hipower_ep_am_bcopy_spill(). The endpoint remembers its
- * length (tx.bundle.bcopy_hint) to guess whether the next one will fit.
+ * length (am.bcopy_hint) to guess whether the next one will fit.
  */
 static UCS_F_ALWAYS_INLINE ssize_t
 uct_hipower_ep_am_bcopy_join(uct_hipower_ep_t *ep, uint8_t id,
@@ -344,7 +344,7 @@ uct_hipower_ep_am_bcopy_join(uct_hipower_ep_t *ep, uint8_t id,
                              int hint_fits)
 {
     hipower_bundle_t *frame = &ep->tx.bundle.frame;
-    uint32_t hint           = ep->tx.bundle.bcopy_hint;
+    uint32_t hint           = ep->am.bcopy_hint;
     void *data              = hipower_bundle_packed_data(frame);
     size_t length           = pack_cb(data, arg);
 
@@ -355,7 +355,7 @@ uct_hipower_ep_am_bcopy_join(uct_hipower_ep_t *ep, uint8_t id,
                     ((frame->count == 0) ||
                      uct_hipower_ep_bundle_fits(ep, length))))) {
         hipower_bundle_commit(frame, id, length);
-        ep->tx.bundle.bcopy_hint = length;
+        ep->am.bcopy_hint = length;
         uct_hipower_ep_bundle_joined(ep);
         UCT_TL_EP_STAT_OP(&ep->super, AM, BCOPY, length);
         return length;
@@ -453,7 +453,7 @@ uct_hipower_ep_am_bcopy_slow(uct_hipower_ep_t *ep, uint8_t id,
     if (((ep->flags & (UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
                        UCT_HIPOWER_EP_FLAG_GATHER)) ==
          UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
-        !uct_hipower_ep_bundle_fits(ep, ep->tx.bundle.bcopy_hint)) {
+        !uct_hipower_ep_bundle_fits(ep, ep->am.bcopy_hint)) {
         /* The last bcopy would not fit in what the bundle has left: it
          * goes now if it can (whatever the window, as when a message does
          * not fit: uct_hipower_ep_am_place()), so that this one is packed
@@ -514,7 +514,7 @@ uct_hipower_ep_am_bcopy_inline(uct_ep_h tl_ep, uint8_t id,
     /* Under load: the open bundle takes it, as am_short's, if a message
      * as long as the last bcopy still fits */
     if (ucs_likely(uct_hipower_ep_bundle_joins(ep,
-                                               ep->tx.bundle.bcopy_hint))) {
+                                               ep->am.bcopy_hint))) {
         return uct_hipower_ep_am_bcopy_join(ep, id, pack_cb, arg, 1);
     }
 

@@ -67,9 +67,9 @@ ucs_status_t uct_hipower_ep_bundle_open(uct_hipower_ep_t *ep)
                         iface->config.max_payload +
                         2 * HIPOWER_BUNDLE_HDR_SIZE);
     ep->tx.bundle.op   = op;
-    ep->tx.bundle.tick = iface->tx.hold_tick;
+    ep->tx.bundle.tick = iface->hold.tick;
     ep->flags         |= UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN;
-    ++iface->tx.bundles_open;
+    ++iface->bundle.num_open;
     /* Progress posts it once there is room */
     uct_hipower_ep_add_pending_list(ep);
     return UCS_OK;
@@ -80,7 +80,7 @@ static void uct_hipower_ep_bundle_closed(uct_hipower_ep_t *ep)
     ep->flags      &= ~(UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
                         UCT_HIPOWER_EP_FLAG_BUNDLE_FULL);
     ep->tx.bundle.op = NULL;
-    --uct_hipower_ep_iface(ep)->tx.bundles_open;
+    --uct_hipower_ep_iface(ep)->bundle.num_open;
 }
 
 /* The ack word bits of a run's first frame that say where the old run
@@ -313,7 +313,7 @@ unsigned uct_hipower_iface_post_bundles_before(uct_hipower_iface_t *iface,
     /* Every endpoint with a bundle open is listed for dispatch; a failed
      * post fails only its own endpoint (which unlists it) */
     ucs_list_for_each_safe(ep, tmp, &iface->pending_eps, pending_list) {
-        if (iface->tx.bundles_open == 0) {
+        if (iface->bundle.num_open == 0) {
             break;
         }
         if ((ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
@@ -321,7 +321,7 @@ unsigned uct_hipower_iface_post_bundles_before(uct_hipower_iface_t *iface,
             (void)uct_hipower_ep_bundle_post(ep, 0);
         }
     }
-    return iface->tx.bundles_open;
+    return iface->bundle.num_open;
 }
 
 unsigned uct_hipower_iface_post_bundles(uct_hipower_iface_t *iface)
@@ -352,7 +352,7 @@ void uct_hipower_iface_hold_arm(uct_hipower_iface_t *iface)
 {
     unsigned polled;
 
-    if (!iface->tx.flush_async) {
+    if (!iface->hold.flush_async) {
         return; /* The timer and the sender's calls only */
     }
 

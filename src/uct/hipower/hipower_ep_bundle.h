@@ -27,7 +27,7 @@ static UCS_F_ALWAYS_INLINE void
 uct_hipower_ep_hold(uct_hipower_iface_t *iface, int count)
 {
     iface->stats.tx_window += count;
-    iface->tx.hold_seen     = 1;
+    iface->bundle.hold_seen     = 1;
     if (ucs_unlikely(!*(volatile int*)&iface->tx.armed)) {
         uct_hipower_iface_hold_arm(iface);
     }
@@ -43,10 +43,10 @@ uct_hipower_ep_hold(uct_hipower_iface_t *iface, int count)
 static UCS_F_ALWAYS_INLINE int
 uct_hipower_iface_hold_take(uct_hipower_iface_t *iface)
 {
-    if (!iface->tx.hold_seen) {
+    if (!iface->bundle.hold_seen) {
         return 0;
     }
-    iface->tx.hold_seen = 0;
+    iface->bundle.hold_seen = 0;
     return 1;
 }
 
@@ -154,7 +154,7 @@ static UCS_F_ALWAYS_INLINE void uct_hipower_ep_bundle_joined(uct_hipower_ep_t *e
             return;
         }
         if ((hipower_tx_ring_free(&ep->tx.ring) == 0) ||
-            !uct_hipower_ep_has_room(ep, ep->tx.msg_wrs + 1)) {
+            !uct_hipower_ep_has_room(ep, ep->peer.msg_wrs + 1)) {
             return;
         }
     }

@@ -156,25 +156,25 @@ typedef struct uct_hipower_ep {
     /* Failed in UCX's async thread: the status its error handler gets at
      * the user's next progress (uct_hipower_iface_report_failures()) */
     ucs_status_t                 err_due;
-    uint32_t                     fence_beat;   /* Iface fence seen last */
     ucs_list_link_t              list;         /* In iface->ep_list */
     ucs_list_link_t              active_list;  /* In iface->active_eps */
-    ucs_time_t                   last_news;    /* Iface clock at the last
-                                                  message delivered */
     ucs_list_link_t              pending_list; /* In iface->pending_eps */
     ucs_list_link_t              trailing_list; /* In tx.trailing_eps */
     ucs_queue_head_t             pending_q;
 
     struct {
         hipower_rx_ring_t        ring;
-        /* The slot at the ring's head is a filled slot still open
-         * (hipower_fill.h): the bytes of its batches walked, 0 if none,
-         * and how many batches they are */
-        uint32_t                 fill_done;
-        uint32_t                 fill_walked;
-        /* Batches walked in filled slots beyond one per slot moved past:
-         * with ring.taken, what the sender's announced count counts */
-        uint32_t                 fill_extra;
+        struct {                               /* hipower_ep_rx.c's */
+            /* The slot at the ring's head is a filled slot still open
+             * (hipower_fill.h): the bytes of its batches walked, 0 if
+             * none, and how many batches they are */
+            uint32_t             done;
+            uint32_t             walked;
+            /* Batches walked in filled slots beyond one per slot moved
+             * past: with ring.taken, what the sender's announced count
+             * counts */
+            uint32_t             extra;
+        } fill;
         void                     *slots;
         uct_hipower_window_t     win;          /* The peer writes our slots */
         uint32_t                 first_slot;   /* In the arena */
@@ -204,32 +204,20 @@ typedef struct uct_hipower_ep {
     struct {
         hipower_tx_ring_t        ring;
         uint32_t                 threshold;    /* Recycle below this many */
-        uint64_t                 msgs;         /* Messages posted */
         uint64_t                 published;    /* Pull: messages published */
         uint32_t                 publish_slot; /* Pull: next slot to publish */
-        uint64_t                 user_end_sn;  /* WRs of user ops end here */
-        uint32_t                 unannounced;  /* Push: messages not announced */
-        uint32_t                 announce_word; /* Push: their bitmap word */
-        uint64_t                 woken_gen;    /* Peer sleep gen we woke */
-        uint32_t                 msg_wrs;      /* Per message, at most */
+        uint64_t                 slots_addr;   /* The peer's run we use: its */
+        uint32_t                 slots_rkey;   /* slots, and their key */
         hipower_txwin_t          win;          /* The bundle window */
         uint64_t                 epoch;        /* Of the peer's run we use */
         uint64_t                 ack_flags;    /* For the next trailer */
         uint64_t                 run_req;      /* Written last, or due */
-        /* CQ credits the endpoint brought for the opening of its
-         * connection: window binds (hipower_conn.c) and hello
-         * (hipower_post.c) */
-        int                      connect_credits;
-        uint64_t                 hello_sn;     /* Work request of the hello */
         /* The open bundle (FLAG_BUNDLE_OPEN): its frame is built in the
          * buffer of op, which is retired like a bcopy's once posted */
         struct {
             uct_hipower_tx_op_t  *op;
             hipower_bundle_t     frame;
-            /* The length of the endpoint's last bcopy: whether the next
-             * is likely to fit, before its packer runs (hipower_ep_am.c) */
-            uint32_t             bcopy_hint;
-            /* The safety timer's tick when it opened (iface->tx.hold_tick) */
+            /* The safety timer's tick when it opened (iface->hold.tick) */
             uint32_t             tick;
         } bundle;
         /* The peer's slot our bundles fill (FLAG_FILL): open while no
@@ -242,7 +230,31 @@ typedef struct uct_hipower_ep {
         } fill;
     } tx;
 
-    struct {
+    struct {                                   /* hipower_post.c's */
+        /* CQ credits the endpoint brought for the opening of its
+         * connection: window binds (hipower_conn.c) and hello */
+        int                      connect_credits;
+        uint64_t                 hello_sn;     /* Work request of the hello */
+        uint64_t                 user_end_sn;  /* WRs of user ops end here */
+        uint64_t                 woken_gen;    /* Peer sleep gen we woke */
+        uint32_t                 fence_beat;   /* Iface fence seen last */
+    } post;
+
+    struct {                                   /* hipower_tx_frame.c's */
+        uint64_t                 msgs;         /* Messages posted */
+        uint32_t                 unannounced;  /* Push: messages not announced */
+        uint32_t                 announce_word; /* Push: their bitmap word */
+    } frame;
+
+    struct {                                   /* hipower_ep_am.c's */
+        /* The length of the endpoint's last bcopy: whether the next is
+         * likely to fit, before its packer runs */
+        uint32_t                 bcopy_hint;
+    } am;
+
+    struct {                                   /* hipower_ep_active.c's */
+        ucs_time_t               last_news;    /* Iface clock at the last
+                                                  message delivered */
         uint64_t                 posted_gen;   /* Sleep handshake posted */
         uint64_t                 confirmed_gen; /* ... and completed */
         /* When demotion handshakes began to find the peer behind (it
@@ -251,9 +263,7 @@ typedef struct uct_hipower_ep {
         ucs_time_t               behind_since;
     } event;
 
-    struct {
-        uint64_t                 slots_addr;
-        uint32_t                 slots_rkey;
+    struct {                                   /* hipower_conn.c's */
         hipower_slot_layout_t    layout;       /* Of its receive slots */
         hipower_slot_placement_t placement;    /* Where data goes in them */
         uint64_t                 consumed_addr;
@@ -268,6 +278,7 @@ typedef struct uct_hipower_ep {
         uint32_t                 ctrl_write_rkey;
         uint32_t                 qp_num;
         uct_hipower_device_addr_t dev;        /* Connected to (is_connected) */
+        uint32_t                 msg_wrs;      /* Per message, at most */
     } peer;
 
     /* Connected through the interface's handshake (hipower_cm.h) */
@@ -428,7 +439,7 @@ static UCS_F_ALWAYS_INLINE int uct_hipower_ep_tx_granted(uct_hipower_ep_t *ep)
 static UCS_F_ALWAYS_INLINE uint32_t
 uct_hipower_ep_rx_delivered(const uct_hipower_ep_t *ep)
 {
-    return hipower_rx_ring_taken(&ep->rx.ring) + ep->rx.fill_extra;
+    return hipower_rx_ring_taken(&ep->rx.ring) + ep->rx.fill.extra;
 }
 
 /* Whether the transport may send something of its own to the peer now */

@@ -67,11 +67,11 @@ void uct_hipower_iface_pool_update(uct_hipower_iface_t *iface)
     /* Peers waiting for a run count as active even while their endpoint
      * is idle (once: an active waiter is among the active already):
      * streaming peers' runs shrink to make room for them */
-    ucs_assert(iface->pool.num_waiting_idle <= iface->num_idle);
+    ucs_assert(iface->pool.num_waiting_idle <= iface->active.num_idle);
     iface->pool.fair = hipower_grant_fair_share((total > unused) ?
                                                 total - unused : 0,
                                                 iface->num_eps -
-                                                iface->num_idle +
+                                                iface->active.num_idle +
                                                 iface->pool.num_waiting_idle,
                                                 iface->config.min_slots_per_ep,
                                                 iface->config.slots_per_ep);
@@ -625,7 +625,7 @@ void uct_hipower_iface_grant_wake(uct_hipower_iface_t *iface)
 
     ucs_list_for_each(ep, &iface->pool.granting, rx.grant_list) {
         gen = __atomic_load_n(&ep->ctrl->peer_sleep_gen, __ATOMIC_SEQ_CST);
-        if ((gen == ep->tx.woken_gen) || !uct_hipower_ep_may_initiate(ep) ||
+        if ((gen == ep->post.woken_gen) || !uct_hipower_ep_may_initiate(ep) ||
             !uct_hipower_ep_has_room(ep, 1)) {
             continue;
         }
@@ -999,8 +999,8 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
     if (count == 0) {
         /* A release: no slot to say where our messages end, so the run
          * request word says it */
-        ep->peer.slots_addr = 0;
-        ep->peer.slots_rkey = 0;
+        ep->tx.slots_addr = 0;
+        ep->tx.slots_rkey = 0;
         ep->tx.epoch        = epoch;
         ep->tx.threshold    = 1;
         ep->tx.ack_flags    = 0;
@@ -1012,8 +1012,8 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
         uct_hipower_ep_tx_run_req(ep);
         return;
     }
-    ep->peer.slots_addr  = ep->ctrl->grant.slots_addr;
-    ep->peer.slots_rkey  = ep->ctrl->grant.rkey;
+    ep->tx.slots_addr  = ep->ctrl->grant.slots_addr;
+    ep->tx.slots_rkey  = ep->ctrl->grant.rkey;
     ep->tx.epoch         = epoch;
     ep->tx.threshold     = uct_hipower_ep_tx_threshold(iface, count);
     /* The next message, the new run's first, says where the old
@@ -1035,8 +1035,8 @@ void uct_hipower_ep_tx_first_run(uct_hipower_ep_t *ep, uint64_t addr,
     hipower_tx_ring_init(&ep->tx.ring, num_slots, ep->ctrl->written, start);
     ep->tx.publish_slot = (num_slots == 0) ? 0 :
                           hipower_ring_slot(num_slots, start);
-    ep->peer.slots_addr = addr;
-    ep->peer.slots_rkey = rkey;
+    ep->tx.slots_addr = addr;
+    ep->tx.slots_rkey = rkey;
     ep->tx.threshold    = uct_hipower_ep_tx_threshold(iface, num_slots);
 }
 

@@ -80,7 +80,7 @@ uct_hipower_ep_tx_room(uct_hipower_ep_t *ep, int count)
     }
 
     /* One more: the announce of an unfinished batch, or pull's hello */
-    if (ucs_unlikely(!uct_hipower_ep_has_room(ep, ep->tx.msg_wrs + 1))) {
+    if (ucs_unlikely(!uct_hipower_ep_has_room(ep, ep->peer.msg_wrs + 1))) {
         iface->stats.tx_queue_full += count;
         return UCS_ERR_NO_RESOURCE;
     }

@@ -67,8 +67,8 @@ static void uct_hipower_iface_hold_reap(uct_hipower_iface_t *iface);
  * post a bundle every tick. Returns whether the timer is still needed. */
 static int uct_hipower_iface_hold_post(uct_hipower_iface_t *iface)
 {
-    unsigned open = iface->tx.bundles_open;
-    uint32_t tick = iface->tx.hold_tick++;
+    unsigned open = iface->bundle.num_open;
+    uint32_t tick = iface->hold.tick++;
 
     if (!uct_hipower_iface_hold_take(iface) && (open == 0)) {
         return 0;
@@ -176,7 +176,7 @@ static void uct_hipower_iface_tx_event(int fd, ucs_event_set_types_t events,
             iface->stats.tx_event_to_progress++;
             return;
         }
-        if ((write(iface->tx.relay_fd, &one, sizeof(one)) < 0) &&
+        if ((write(iface->hold.relay_fd, &one, sizeof(one)) < 0) &&
             (errno != EAGAIN)) {
             ucs_debug("hipower %s: eventfd write failed: %m",
                       iface->dev_name);
@@ -251,7 +251,7 @@ static void uct_hipower_iface_hold_event_post(uct_hipower_iface_t *iface)
     }
 
     __atomic_store_n(&iface->tx.post_due, 0, __ATOMIC_SEQ_CST);
-    open = iface->tx.bundles_open;
+    open = iface->bundle.num_open;
     if (open > 0) {
         uct_hipower_iface_hold_reap(iface);
     }
@@ -272,7 +272,7 @@ static void uct_hipower_iface_tx_relay(int fd, ucs_event_set_types_t events,
 
     /* Read, so the next write is a new edge; nothing read (polling mode
      * calls every handler) with the mark set still posts */
-    (void)read(iface->tx.relay_fd, &value, sizeof(value));
+    (void)read(iface->hold.relay_fd, &value, sizeof(value));
     uct_hipower_iface_hold_event_post(iface);
 }
 
@@ -308,15 +308,15 @@ void uct_hipower_iface_hold_open(uct_hipower_iface_t *iface)
         return;
     }
 
-    iface->tx.relay_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (iface->tx.relay_fd < 0) {
+    iface->hold.relay_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (iface->hold.relay_fd < 0) {
         ucs_warn("hipower %s: eventfd() failed: %m: bundles held by the "
                  "window go at the sender's next call or at the timer",
                  iface->dev_name);
         return;
     }
 
-    status = ucs_async_set_event_handler(async->mode, iface->tx.relay_fd,
+    status = ucs_async_set_event_handler(async->mode, iface->hold.relay_fd,
                                          UCS_EVENT_SET_EVREAD |
                                          UCS_EVENT_SET_EDGE_TRIGGERED,
                                          uct_hipower_iface_tx_relay, iface,
@@ -332,19 +332,19 @@ void uct_hipower_iface_hold_open(uct_hipower_iface_t *iface)
                                          uct_hipower_iface_tx_event, iface,
                                          NULL);
     if (status != UCS_OK) {
-        ucs_async_remove_handler(iface->tx.relay_fd, 1);
+        ucs_async_remove_handler(iface->hold.relay_fd, 1);
         goto err_close;
     }
 
-    iface->tx.flush_async = 1;
+    iface->hold.flush_async = 1;
     return;
 
 err_close:
     ucs_warn("hipower %s: the async thread does not watch the send CQ (%s): "
              "bundles held by the window go at the sender's next call or at "
              "the timer", iface->dev_name, ucs_status_string(status));
-    close(iface->tx.relay_fd);
-    iface->tx.relay_fd = -1;
+    close(iface->hold.relay_fd);
+    iface->hold.relay_fd = -1;
 }
 
 void uct_hipower_iface_hold_init(uct_hipower_iface_t *iface)
@@ -357,13 +357,13 @@ void uct_hipower_iface_hold_init(uct_hipower_iface_t *iface)
 
 void uct_hipower_iface_hold_cleanup(uct_hipower_iface_t *iface)
 {
-    if (iface->tx.flush_async) {
+    if (iface->hold.flush_async) {
         /* Waits for a handler that runs */
         ucs_async_remove_handler(iface->tx.channel->fd, 1);
-        ucs_async_remove_handler(iface->tx.relay_fd, 1);
-        close(iface->tx.relay_fd);
-        iface->tx.relay_fd    = -1;
-        iface->tx.flush_async = 0;
+        ucs_async_remove_handler(iface->hold.relay_fd, 1);
+        close(iface->hold.relay_fd);
+        iface->hold.relay_fd    = -1;
+        iface->hold.flush_async = 0;
     }
     uct_hipower_timer_cleanup(&iface->tx.hold_timer);
 }

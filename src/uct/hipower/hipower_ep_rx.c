@@ -290,7 +290,7 @@ uct_hipower_ep_rx_bundle(uct_hipower_ep_t *ep, const void *frame,
  * bundles go into one slot, batch after batch, until it takes its next
  * slot. The receiver delivers each batch as soon as the slot's trailer
  * covers it, and keeps the slot (the ring's head stays there,
- * ep->rx.fill_done saying how far it was walked) until it is final: the
+ * ep->rx.fill.done saying how far it was walked) until it is final: the
  * frame of the sender's next slot has arrived (RC placed every write to
  * this slot before it), or the sender moved to another run (the caller
  * knows: uct_hipower_ep_rx_switch()), or the run has one slot (the sender
@@ -299,7 +299,7 @@ uct_hipower_ep_rx_bundle(uct_hipower_ep_t *ep, const void *frame,
 
 /* Delivers the batches of the filled slot at @a slot_base that the count
  * @a batches (its trailer's, key matched, or the final one) says beyond the
- * ep->rx.fill_walked walked (ep->rx.fill_done bytes); adds the messages
+ * ep->rx.fill.walked walked (ep->rx.fill.done bytes); adds the messages
  * delivered to *count_p. Returns HIPOWER_FILL_END, or HIPOWER_FILL_BEHIND
  * if the count is below what was walked (an older write placed again:
  * not yet), or the error of a batch a peer lied about, which fails the
@@ -317,8 +317,8 @@ uct_hipower_ep_rx_fill_walk(uct_hipower_ep_t *ep, char *slot_base,
     uint32_t records_length, size;
     unsigned count = 0;
 
-    while ((status = hipower_fill_next(top, ep->rx.fill_done,
-                                       ep->rx.fill_walked, batches,
+    while ((status = hipower_fill_next(top, ep->rx.fill.done,
+                                       ep->rx.fill.walked, batches,
                                        iface->config.max_payload, &records,
                                        &records_length, &size)) ==
            HIPOWER_FILL_BATCH) {
@@ -326,10 +326,10 @@ uct_hipower_ep_rx_fill_walk(uct_hipower_ep_t *ep, char *slot_base,
          * frame's: a later batch's trailer carries a newer one) */
         count += uct_hipower_ep_rx_bundle(ep, records, records_length,
                                           top, seq, slot, hold);
-        iface->stats.rx_fill_batches += (ep->rx.fill_done != 0);
-        ep->rx.fill_done += size;
-        ++ep->rx.fill_walked;
-        ++ep->rx.fill_extra;
+        iface->stats.rx_fill_batches += (ep->rx.fill.done != 0);
+        ep->rx.fill.done += size;
+        ++ep->rx.fill.walked;
+        ++ep->rx.fill.extra;
         if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
             *count_p += count;
             return HIPOWER_FILL_END;
@@ -342,8 +342,8 @@ uct_hipower_ep_rx_fill_walk(uct_hipower_ep_t *ep, char *slot_base,
         ucs_error(UCT_HIPOWER_EP_FMT ": filled slot %u (message %u) from the "
                   "peer, %u of %u batches (%u bytes) delivered: %s; a broken "
                   "or hostile peer, the endpoint fails",
-                  UCT_HIPOWER_EP_ARG(ep), slot, seq, ep->rx.fill_walked,
-                  batches, ep->rx.fill_done, hipower_fill_status_str(status));
+                  UCT_HIPOWER_EP_ARG(ep), slot, seq, ep->rx.fill.walked,
+                  batches, ep->rx.fill.done, hipower_fill_status_str(status));
         iface->stats.bad_slots++;
         ep->flags |= UCT_HIPOWER_EP_FLAG_BAD_FRAME;
     }
@@ -437,12 +437,12 @@ uct_hipower_ep_rx_fill(uct_hipower_ep_t *ep, char *slot_base, uint32_t seq,
      * while a replay of its older writes lands (docs/protocol.md 2.2). */
     ucs_memory_cpu_load_fence();
     if (final != 0) {
-        if (ucs_unlikely(final < ep->rx.fill_walked)) {
+        if (ucs_unlikely(final < ep->rx.fill.walked)) {
             ucs_error(UCT_HIPOWER_EP_FMT ": filled slot %u (message %u) "
                       "from the peer: its next frame says %u batches, %u "
                       "were delivered; a broken or hostile peer, the "
                       "endpoint fails", UCT_HIPOWER_EP_ARG(ep), slot, seq,
-                      final, ep->rx.fill_walked);
+                      final, ep->rx.fill.walked);
             uct_hipower_ep_iface(ep)->stats.bad_slots++;
             ep->flags |= UCT_HIPOWER_EP_FLAG_BAD_FRAME;
         } else {
@@ -468,14 +468,14 @@ uct_hipower_ep_rx_fill(uct_hipower_ep_t *ep, char *slot_base, uint32_t seq,
 
 done:
     /* One slot, taken by the ring's count from now on */
-    ep->rx.fill_extra -= (ep->rx.fill_done != 0);
-    ep->rx.fill_done   = 0;
-    ep->rx.fill_walked = 0;
+    ep->rx.fill.extra -= (ep->rx.fill.done != 0);
+    ep->rx.fill.done   = 0;
+    ep->rx.fill.walked = 0;
     return 1;
 }
 
 /*
- * The ring's head is a filled slot still open (ep->rx.fill_done): what the
+ * The ring's head is a filled slot still open (ep->rx.fill.done): what the
  * sender added since, and whether it is done now; @a close: the peer moved
  * to another run, saying @a final (0: not said). Moves the ring past it
  * when done. Returns the messages delivered.
@@ -497,9 +497,9 @@ uct_hipower_ep_rx_fill_resume(uct_hipower_ep_t *ep, int close,
     if (!hipower_slot_trailer_is(trailer, seq)) {
         /* A key that was there went away: only the peer rewrites it */
         uct_hipower_ep_rx_bad_slot(ep, trailer, seq, slot);
-        ep->rx.fill_extra -= 1;
-        ep->rx.fill_done   = 0;
-        ep->rx.fill_walked = 0;
+        ep->rx.fill.extra -= 1;
+        ep->rx.fill.done   = 0;
+        ep->rx.fill.walked = 0;
         return 0;
     }
     ucs_memory_cpu_load_fence();
@@ -529,13 +529,13 @@ static int uct_hipower_ep_rx_fill_ready(uct_hipower_ep_t *ep)
      * again): the newer ones that follow are */
     return !hipower_slot_trailer_is(trailer, ring->head) ||
            (hipower_slot_trailer_is_fill(trailer) &&
-            ((uint32_t)trailer > ep->rx.fill_walked)) ||
+            ((uint32_t)trailer > ep->rx.fill.walked)) ||
            uct_hipower_ep_rx_fill_next_arrived(ep, ring->head, slot, &final);
 }
 
 unsigned uct_hipower_ep_rx_fill_close(uct_hipower_ep_t *ep, uint32_t final)
 {
-    return (ep->rx.fill_done != 0) ?
+    return (ep->rx.fill.done != 0) ?
            uct_hipower_ep_rx_fill_resume(ep, 1, final,
                                          uct_hipower_ep_iface(ep)->
                                                  config.hold_slots) : 0;
@@ -831,9 +831,9 @@ uct_hipower_ep_rx_progress_self_mode(uct_hipower_ep_t *ep, int hold)
     unsigned count = 0;
 
     /* The ring's head is a filled slot the sender may still add to */
-    if (ucs_unlikely(ep->rx.fill_done != 0)) {
+    if (ucs_unlikely(ep->rx.fill.done != 0)) {
         count = uct_hipower_ep_rx_fill_resume(ep, 0, 0, hold);
-        if ((ep->rx.fill_done != 0) ||
+        if ((ep->rx.fill.done != 0) ||
             (ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
             return count;
         }
@@ -924,7 +924,7 @@ int uct_hipower_ep_rx_ready(uct_hipower_ep_t *ep)
         return 0; /* No run: its peer's request comes with an immediate */
     }
 
-    if (ep->rx.fill_done != 0) {
+    if (ep->rx.fill.done != 0) {
         return uct_hipower_ep_rx_fill_ready(ep);
     }
 

@@ -313,7 +313,7 @@ static ucs_status_t uct_hipower_iface_do_event_arm(uct_hipower_iface_t *iface,
     /* Bundled messages were accepted by sends that returned UCS_OK: they
      * leave before the process may sleep, or it does not sleep (nothing
      * but its own progress would send them) */
-    if (ucs_unlikely(iface->tx.bundles_open > 0) &&
+    if (ucs_unlikely(iface->bundle.num_open > 0) &&
         (uct_hipower_iface_post_bundles(iface) > 0)) {
         return UCS_ERR_BUSY;
     }

@@ -171,9 +171,9 @@ void uct_hipower_iface_held_init(uct_hipower_iface_t *iface)
     ops->ep_destroy        = uct_hipower_held_ep_destroy;
     ops->ep_connect_to_ep  = uct_hipower_held_ep_connect_to_ep;
 #if HIPOWER_UCX_IFACE_OPS_V2
-    iface->tx.held_internal_ops                     = *iface->super.internal_ops;
-    iface->tx.held_internal_ops.ep_connect_to_ep_v2 =
+    iface->held.internal_ops                     = *iface->super.internal_ops;
+    iface->held.internal_ops.ep_connect_to_ep_v2 =
             uct_hipower_held_ep_connect_to_ep_v2;
-    iface->super.internal_ops = &iface->tx.held_internal_ops;
+    iface->super.internal_ops = &iface->held.internal_ops;
 #endif
 }

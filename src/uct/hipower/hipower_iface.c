@@ -283,7 +283,7 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
     }
 
     count = uct_hipower_tx_cq_poll(iface);
-    if ((iface->num_idle + iface->num_wake_due + iface->event.poll_always +
+    if ((iface->active.num_idle + iface->active.num_wake_due + iface->event.poll_always +
          iface->pool.num_runless > 0) ||
         ucs_unlikely((iface->event.gen != 0) ||
                      (iface->event.rx_expected > 0))) {
@@ -348,7 +348,7 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
             count += ep_count;
         } else if (ucs_unlikely(iface->config.demote &&
                                 hipower_active_is_idle(iface->clock.now,
-                                                       ep->last_news,
+                                                       ep->event.last_news,
                                                        iface->config.idle_time))) {
             uct_hipower_ep_demote(ep);
         }
@@ -384,7 +384,7 @@ unsigned uct_hipower_iface_progress(uct_iface_h tl_iface)
     unsigned count;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
-    if (!iface->tx.flush_async) {
+    if (!iface->hold.flush_async) {
         /* No flush on completion (the bundle window is off): nothing of
          * the async thread's to meet */
         count = uct_hipower_iface_do_progress(iface);
@@ -584,8 +584,8 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     memset(&self->stats, 0, sizeof(self->stats));
     ucs_list_head_init(&self->ep_list);
     ucs_list_head_init(&self->active_eps);
-    self->num_idle      = 0;
-    self->num_wake_due  = 0;
+    self->active.num_idle      = 0;
+    self->active.num_wake_due  = 0;
     self->clock.now     = uct_hipower_clock_now();
     self->clock.calls   = 0;
     ucs_list_head_init(&self->pending_eps);
@@ -593,17 +593,17 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->num_eps       = 0;
     self->num_gc        = 0;
     self->tx.fence_beat = 0;
-    self->tx.starved    = 0;
-    self->tx.bundles_open = 0;
-    self->tx.hold_seen    = 0;
+    self->post.starved    = 0;
+    self->bundle.num_open = 0;
+    self->bundle.hold_seen    = 0;
     self->tx.channel      = NULL;
-    self->tx.relay_fd     = -1;
+    self->hold.relay_fd     = -1;
     self->tx.armed        = 0;
     self->tx.post_due     = 0;
     self->tx.user_armed   = 0;
-    self->tx.flush_async  = 0;
+    self->hold.flush_async  = 0;
     self->tx.in_progress  = 0;
-    self->tx.hold_tick    = 0;
+    self->hold.tick    = 0;
     self->tx.hold_ops     = 0;
     self->tx.failures_due = 0;
     self->tx.hold_posting = 0;

@@ -173,8 +173,10 @@ typedef struct uct_hipower_iface {
     /* Endpoints progress visits (hipower_active.h); the others are idle
      * and woken by their peer's next write with immediate */
     ucs_list_link_t              active_eps;
-    unsigned                     num_idle;
-    unsigned                     num_wake_due; /* Eps with FLAG_WAKE_DUE */
+    struct {                                   /* hipower_ep_active.c's */
+        unsigned                 num_idle;
+        unsigned                 num_wake_due; /* Eps with FLAG_WAKE_DUE */
+    } active;
     /* Progress reads the clock once per UCT_HIPOWER_CLOCK_CALLS calls */
     struct {
         ucs_time_t               now;
@@ -190,45 +192,59 @@ typedef struct uct_hipower_iface {
                                                   hipower_txq.h) */
         unsigned                 cq_len;       /* Its depth */
         uint32_t                 fence_beat;   /* uct_iface_fence() count */
-        int                      starved;      /* A post found no credits */
         /* Endpoints whose last requests may be unsignaled: what a
          * recall looks at (uct_hipower_ep_note_trailing()) */
         ucs_list_link_t          trailing_eps;
-        /* Endpoints with a bundle open: event arm says busy until none */
-        unsigned                 bundles_open;
-        /* The bundle window's hold timer (hipower_ep_hold.c); hold_seen, a
-         * send held by the window since its last tick; hold_ops, endpoint
+        /* The bundle window's hold timer (hipower_ep_hold.c); hold_ops, endpoint
          * operations running, and hold_posting, the timer at work: the
          * two marks by which they keep out of each other's way */
         uct_hipower_timer_t      hold_timer;
-        int                      hold_seen;
         unsigned                 hold_ops;
         int                      hold_posting;
         /* The flush of held bundles on the completion of the frame ahead
          * of them (hipower_ep_hold.c): the send CQ's own channel, which
-         * UCX's async thread watches; an eventfd that hands its events to
-         * the worker's async lock; armed, the CQ asked for an event for a
+         * UCX's async thread watches (hold.relay_fd hands its events to
+         * the worker's async lock); armed, the CQ asked for an event for a
          * held bundle; post_due, an event came that held bundles wait
          * for (who sees it first posts them); user_armed, the user sleeps
          * on UCT_EVENT_SEND_COMP, whose events the async thread leaves in
          * the channel for the event fd */
         struct ibv_comp_channel  *channel;
-        int                      relay_fd;
         int                      armed;
         int                      post_due;
         int                      user_armed;
-        int                      flush_async;  /* The async thread watches */
         int                      in_progress;  /* Progress runs (under the
                                                   async lock) */
-        /* Ticks of the safety timer: it posts the bundles that were open
-         * a whole tick (ep->tx.bundle.tick) */
-        uint32_t                 hold_tick;
         /* Endpoints the timer's post failed whose error handler is due
          * (ep->err_due): progress calls it, event arm says busy */
         unsigned                 failures_due;
-        /* The interface's internal ops with the connect wrapped */
-        uct_iface_internal_ops_t held_internal_ops;
     } tx;
+
+    struct {                                   /* hipower_post.c's */
+        int                      starved;      /* A post found no credits */
+    } post;
+
+    struct {                                   /* hipower_ep_bundle.c's */
+        /* Endpoints with a bundle open: event arm says busy until none */
+        unsigned                 num_open;
+        int                      hold_seen;    /* A send held by the window
+                                                  since the timer's last tick */
+    } bundle;
+
+    struct {                                   /* hipower_ep_hold.c's */
+        /* An eventfd that hands the send channel's events to the worker's
+         * async lock */
+        int                      relay_fd;
+        int                      flush_async;  /* The async thread watches */
+        /* Ticks of the safety timer: it posts the bundles that were open
+         * a whole tick (ep->tx.bundle.tick) */
+        uint32_t                 tick;
+    } hold;
+
+    struct {                                   /* hipower_held.c's */
+        /* The interface's internal ops with the connect wrapped */
+        uct_iface_internal_ops_t internal_ops;
+    } held;
 
     struct {
         void                     *map;         /* mmap()ed, for munmap() */

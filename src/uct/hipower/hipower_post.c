@@ -64,8 +64,8 @@ ucs_status_t uct_hipower_ep_post_nop(uct_hipower_ep_t *ep, int *cq_credits,
     wr.send_flags          = 0;
     wr.sg_list             = NULL;
     wr.num_sge             = 0;
-    wr.wr.rdma.remote_addr = ep->peer.slots_addr;
-    wr.wr.rdma.rkey        = ep->peer.slots_rkey;
+    wr.wr.rdma.remote_addr = ep->tx.slots_addr;
+    wr.wr.rdma.rkey        = ep->tx.slots_rkey;
     posted = uct_hipower_txqp_post(iface, &ep->txqp, &wr, &wr, 1, 1,
                                    cq_credits, &ret);
     if (posted != 1) {
@@ -76,7 +76,7 @@ ucs_status_t uct_hipower_ep_post_nop(uct_hipower_ep_t *ep, int *cq_credits,
 
     if (op != NULL) {
         op->sn        = ep->txqp.txq.sn - 1;
-        op->msg_count = ep->tx.msgs;
+        op->msg_count = ep->frame.msgs;
         ucs_queue_push(&ep->txqp.outstanding, &op->queue);
     }
     iface->stats.rdma_writes++;
@@ -140,11 +140,11 @@ ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep)
     uct_hipower_ep_wake_wr(&wr, *(volatile uint64_t*)
                                 &ep->ctrl->peer_sleep_gen);
     posted      = uct_hipower_txqp_post(iface, &ep->txqp, &wr, &wr, 1, 0,
-                                        &ep->tx.connect_credits, &ret);
+                                        &ep->post.connect_credits, &ret);
     uct_hipower_ep_note_trailing(iface, ep);
     /* What the opening did not take goes back to the interface */
-    hipower_credits_add(&iface->tx.cq_credits, ep->tx.connect_credits);
-    ep->tx.connect_credits  = 0;
+    hipower_credits_add(&iface->tx.cq_credits, ep->post.connect_credits);
+    ep->post.connect_credits  = 0;
     if (posted != 1) {
         ucs_error(UCT_HIPOWER_EP_FMT ": ibv_post_send(hello) failed: %s",
                   UCT_HIPOWER_EP_ARG(ep), strerror(ret));
@@ -153,7 +153,7 @@ ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep)
     }
 
     ep->flags    |= UCT_HIPOWER_EP_FLAG_CONNECTED;
-    ep->tx.hello_sn = ep->txqp.txq.sn - 1;
+    ep->post.hello_sn = ep->txqp.txq.sn - 1;
     iface->stats.rdma_writes++;
     return UCS_OK;
 }
@@ -216,7 +216,7 @@ static void uct_hipower_ep_bitmap_read_posted(uct_hipower_ep_t *ep,
                                               uint32_t flag)
 {
     op->sn        = ep->txqp.txq.sn - 1;
-    op->msg_count = ep->tx.msgs;
+    op->msg_count = ep->frame.msgs;
     ucs_queue_push(&ep->txqp.outstanding, &op->queue);
     ep->flags |= flag;
 }

@@ -126,7 +126,7 @@ uct_hipower_ep_note_trailing(uct_hipower_iface_t *iface, uct_hipower_ep_t *ep)
  * ordered anyway) */
 static UCS_F_ALWAYS_INLINE void uct_hipower_ep_fence_next(uct_hipower_ep_t *ep)
 {
-    ep->fence_beat = uct_hipower_ep_iface(ep)->tx.fence_beat - 1;
+    ep->post.fence_beat = uct_hipower_ep_iface(ep)->tx.fence_beat - 1;
 }
 
 /* The user's operations on the endpoint end with the work requests posted
@@ -135,7 +135,7 @@ static UCS_F_ALWAYS_INLINE void uct_hipower_ep_fence_next(uct_hipower_ep_t *ep)
 static UCS_F_ALWAYS_INLINE void
 uct_hipower_ep_user_end(uct_hipower_ep_t *ep, unsigned own_wrs)
 {
-    ep->tx.user_end_sn = ep->txqp.txq.sn - own_wrs;
+    ep->post.user_end_sn = ep->txqp.txq.sn - own_wrs;
 }
 
 /* Takes the endpoint off the recall's list */
@@ -170,11 +170,11 @@ uct_hipower_ep_post(uct_hipower_ep_t *ep, struct ibv_send_wr *first,
                                 iface->config.signal_interval +
                                 UCT_HIPOWER_CQ_RECALL_RESERVE);
 
-    if (ucs_unlikely(ep->fence_beat != iface->tx.fence_beat)) {
+    if (ucs_unlikely(ep->post.fence_beat != iface->tx.fence_beat)) {
         /* An iface or ep fence since our last request: this one waits
          * until the READs and atomics before it have completed */
         first->send_flags |= IBV_SEND_FENCE;
-        ep->fence_beat     = iface->tx.fence_beat;
+        ep->post.fence_beat     = iface->tx.fence_beat;
         iface->stats.fenced_wrs++;
     }
 
@@ -184,7 +184,7 @@ uct_hipower_ep_post(uct_hipower_ep_t *ep, struct ibv_send_wr *first,
     if (ucs_likely(posted == nwr)) {
         if (op != NULL) {
             op->sn        = ep->txqp.txq.sn - 1;
-            op->msg_count = ep->tx.msgs;
+            op->msg_count = ep->frame.msgs;
             ucs_queue_push(&ep->txqp.outstanding, &op->queue);
         }
         return UCS_OK;
@@ -198,7 +198,7 @@ uct_hipower_ep_post(uct_hipower_ep_t *ep, struct ibv_send_wr *first,
 static UCS_F_ALWAYS_INLINE void
 uct_hipower_iface_tx_starve(uct_hipower_iface_t *iface)
 {
-    iface->tx.starved = 1;
+    iface->post.starved = 1;
 }
 
 /* Whether a recall is due, forgotten then: the recall starves the
@@ -207,10 +207,10 @@ uct_hipower_iface_tx_starve(uct_hipower_iface_t *iface)
 static UCS_F_ALWAYS_INLINE int
 uct_hipower_iface_tx_starved_take(uct_hipower_iface_t *iface)
 {
-    if (ucs_likely(!iface->tx.starved)) {
+    if (ucs_likely(!iface->post.starved)) {
         return 0;
     }
-    iface->tx.starved = 0;
+    iface->post.starved = 0;
     return 1;
 }
 
@@ -243,7 +243,7 @@ uct_hipower_ep_has_room(uct_hipower_ep_t *ep, unsigned nwr)
 static UCS_F_ALWAYS_INLINE unsigned
 uct_hipower_ep_msg_wrs(uct_hipower_ep_t *ep)
 {
-    return ep->tx.msg_wrs;
+    return ep->peer.msg_wrs;
 }
 
 /* An operation record (with its buffer) from the interface's send pool,
@@ -330,10 +330,10 @@ uct_hipower_ep_wakeup_check(uct_hipower_ep_t *ep, struct ibv_send_wr *wr)
     /* A locked exchange instead of a store and a full fence: the same
      * order (the store is visible before the load below reads), one
      * instruction that costs less than mfence on x86 (review P4) */
-    (void)__atomic_exchange_n(&ep->ctrl->announced, ep->tx.msgs,
+    (void)__atomic_exchange_n(&ep->ctrl->announced, ep->frame.msgs,
                               __ATOMIC_SEQ_CST);
     gen = __atomic_load_n(&ep->ctrl->peer_sleep_gen, __ATOMIC_SEQ_CST);
-    if (ucs_unlikely(gen != ep->tx.woken_gen)) {
+    if (ucs_unlikely(gen != ep->post.woken_gen)) {
         wr->opcode   = IBV_WR_RDMA_WRITE_WITH_IMM;
         wr->imm_data = htonl((uint32_t)gen); /* Which one wakes */
     }
@@ -361,8 +361,8 @@ uct_hipower_ep_wake_wr(struct ibv_send_wr *wr, uint64_t gen)
 static UCS_F_ALWAYS_INLINE void
 uct_hipower_ep_wakeup_posted(uct_hipower_ep_t *ep, uint64_t gen)
 {
-    if (ucs_unlikely(gen != ep->tx.woken_gen)) {
-        ep->tx.woken_gen = gen;
+    if (ucs_unlikely(gen != ep->post.woken_gen)) {
+        ep->post.woken_gen = gen;
         uct_hipower_ep_iface(ep)->stats.wakeup_writes++;
     }
 }

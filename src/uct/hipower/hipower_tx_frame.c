@@ -27,7 +27,7 @@ ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep)
     ucs_status_t status;
     uint64_t sleep_gen;
 
-    if (ep->tx.unannounced == 0) {
+    if (ep->frame.unannounced == 0) {
         return UCS_OK;
     }
 
@@ -35,13 +35,13 @@ ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep)
         return UCS_ERR_NO_RESOURCE;
     }
 
-    sleep_gen = uct_hipower_ep_bitmap_wr(ep, ep->tx.announce_word, &wr, &sge);
+    sleep_gen = uct_hipower_ep_bitmap_wr(ep, ep->frame.announce_word, &wr, &sge);
     status    = uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL);
     if (status == UCS_OK) {
         uct_hipower_ep_wakeup_posted(ep, sleep_gen);
         /* Part of the user's messages: flush waits for it */
         uct_hipower_ep_user_end(ep, 0);
-        ep->tx.unannounced = 0;
+        ep->frame.unannounced = 0;
         iface->stats.rdma_writes++;
     }
     return status;

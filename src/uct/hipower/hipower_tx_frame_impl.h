@@ -179,13 +179,13 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
                                    ep->tx.ack_flags | fill_final);
     }
     slot        = hipower_ring_slot(ep->tx.ring.num_slots, seq);
-    slot_addr   = ep->peer.slots_addr +
+    slot_addr   = ep->tx.slots_addr +
                   (uint64_t)slot * ep->peer.layout.stride;
-    ep->tx.msgs++;
+    ep->frame.msgs++;
 
     data_wr->opcode              = IBV_WR_RDMA_WRITE;
     data_wr->wr.rdma.remote_addr = slot_addr + data_offset;
-    data_wr->wr.rdma.rkey        = ep->peer.slots_rkey;
+    data_wr->wr.rdma.rkey        = ep->tx.slots_rkey;
     data_wr->next                = NULL;
     last_wr                      = data_wr;
     nwr                          = 1;
@@ -206,7 +206,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
         uct_hipower_ep_word_wr(ep, &trailer_wr, &trailer_sge, trailer_p,
                                slot_addr + ep->peer.layout.trailer_offset);
         trailer_sge.length      = HIPOWER_SLOT_TRAILER_SIZE;
-        trailer_wr.wr.rdma.rkey = ep->peer.slots_rkey;
+        trailer_wr.wr.rdma.rkey = ep->tx.slots_rkey;
         trailer_wr.next         = NULL;
         data_wr->next           = &trailer_wr;
         last_wr                 = &trailer_wr;
@@ -215,7 +215,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
 
     if (push) {
         word = slot / HIPOWER_BITMAP_WORD_BITS;
-        if ((ep->tx.unannounced > 0) && (word != ep->tx.announce_word)) {
+        if ((ep->frame.unannounced > 0) && (word != ep->frame.announce_word)) {
             /* The new bit lives in another word: announce the old one */
             status = uct_hipower_ep_announce(ep);
             if (ucs_unlikely(status != UCS_OK)) {
@@ -223,18 +223,18 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
             }
         }
 
-        ep->tx.announce_word = word;
-        unannounced          = ep->tx.unannounced;
-        if (ep->tx.unannounced + 1 >= iface->config.announce_batch) {
+        ep->frame.announce_word = word;
+        unannounced          = ep->frame.unannounced;
+        if (ep->frame.unannounced + 1 >= iface->config.announce_batch) {
             sleep_gen = uct_hipower_ep_bitmap_wr(ep, word, &bitmap_wr,
                                                  &bitmap_sge);
             bitmap_wr.next     = NULL;
             last_wr->next      = &bitmap_wr;
             last_wr            = &bitmap_wr;
             ++nwr;
-            ep->tx.unannounced = 0;
+            ep->frame.unannounced = 0;
         } else {
-            ep->tx.unannounced++;
+            ep->frame.unannounced++;
         }
     } else if (one_write ||
                (iface->config.notify == UCT_HIPOWER_NOTIFY_SELF)) {
@@ -273,7 +273,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
             ucs_mpool_put_inline(read_op);
         }
         if (push) {
-            ep->tx.unannounced = unannounced;
+            ep->frame.unannounced = unannounced;
         }
         goto err_undo;
     }
@@ -285,7 +285,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     /* Flush waits for this, not for our own bitmap reads after it */
     uct_hipower_ep_user_end(ep, nwr - msg_nwr);
     if (ucs_unlikely(ep->tx.win.size > 0)) {
-        hipower_txwin_posted(&ep->tx.win, ep->tx.user_end_sn - 1);
+        hipower_txwin_posted(&ep->tx.win, ep->post.user_end_sn - 1);
     }
     uct_hipower_ep_tx_acks_said(ep);
     iface->stats.tx_msgs++;
@@ -302,11 +302,11 @@ err_undo:
     if (append != UCT_HIPOWER_FILL_APPEND) {
         hipower_tx_ring_untake(&ep->tx.ring);
     }
-    ep->tx.msgs--;
+    ep->frame.msgs--;
     if (iface->config.notify != UCT_HIPOWER_NOTIFY_PULL) {
         /* A sleeping peer that read the count meanwhile stays awake until
          * the message is sent again: never asleep with it missing */
-        ep->ctrl->announced = ep->tx.msgs;
+        ep->ctrl->announced = ep->frame.msgs;
     }
     return status;
 }
