@@ -285,18 +285,18 @@ static void sched_dump(void)
             }
             c = -1;
 found:
-            printf("    connection %d: flags 0x%x, run of %u slots (head %u "
-                   "held %u), grant of %u out (deadline %.3f s), tx msgs %"
-                   PRIu64 "; tx run of %u slots (%u free), %u requests out "
-                   "(%u unsignaled), bundle of %u, pending %s\n", c,
-                   ep->flags, ep->rx.ring.num_slots,
+            printf("    connection %d: flags 0x%" PRIx64 ", run of %u slots "
+                   "(head %u held %u), grant of %u out (deadline %.3f s), "
+                   "tx msgs %" PRIu64 "; tx run of %u slots (%u free), "
+                   "%u requests out (%u unsignaled), bundle of %u, pending %s\n", c,
+                   ep->flags.all, ep->rx.ring.num_slots,
                    ep->rx.ring.head, ep->rx.ring.held, ep->rx.granted.count,
-                   (ep->flags & UCT_HIPOWER_EP_FLAG_GRANT_OUT) ?
+                   (ep->flags.all & UCT_HIPOWER_EP_FLAG_GRANT_OUT) ?
                    ucs_time_to_sec(ep->rx.grant_deadline) : 0.0, ep->frame.msgs,
                    ep->tx.ring.num_slots, hipower_tx_ring_free(&ep->tx.ring),
                    hipower_txq_outstanding(&ep->txqp.txq),
                    ep->txqp.txq.unsignaled,
-                   (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ?
+                   (ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ?
                    ep->tx.bundle.frame.count : 0,
                    ucs_queue_is_empty(&ep->pending_q) ? "none" : "yes");
             if (c >= 0) {
@@ -1776,7 +1776,7 @@ static uint32_t sched_bundled(sched_conn_t *conn, int dir)
         return 0;
     }
     ep = ucs_derived_of(conn->ep[dir], uct_hipower_ep_t);
-    return (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ?
+    return (ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ?
            ep->tx.bundle.frame.count : 0;
 }
 

@@ -110,7 +110,8 @@ START_TEST(test_bundle_when_no_slot)
     ck_assert_msg(accepted > direct, "%u messages accepted, %" PRIu64
                   " posted: none bundled", accepted, direct);
     ck_assert_uint_eq(ia->bundle.num_open, 1);
-    ck_assert(ep_of(pairs[0].ep_a)->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
+    ck_assert(ep_of(pairs[0].ep_a)->flags.all &
+              UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
     ck_assert_uint_eq(ia->stats.tx_bundles, 0);
 
     if (side_a.attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV) {
@@ -746,7 +747,7 @@ START_TEST(test_bundle_gathers_pending)
     for (i = 0; hipower_tx_ring_free(&ep->tx.ring) > 0; ++i) {
         ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(40, i % 2),
                                   i % 2), UCS_OK);
-        ck_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN));
+        ck_assert(!(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN));
     }
     posted = 300 + i;
     for (i = 0; i < K; ++i) {
@@ -808,7 +809,7 @@ START_TEST(test_bundle_many_peers)
             ck_assert_int_eq(send_one(&pairs[p], p, 1,
                                       fit_length(16 + (n % 50), n % 2),
                                       n % 2), UCS_OK);
-            if (ep_of(pairs[p].ep_a)->flags &
+            if (ep_of(pairs[p].ep_a)->flags.all &
                 UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
                 ++i;
             }
@@ -851,14 +852,14 @@ START_TEST(test_bundle_dies_with_endpoint)
     slots = b_slots(0);
     for (p = 0; p < 2; ++p) {
         ck_assert_uint_gt(send_until_refused(p, 40, 100000), slots);
-        ck_assert(ep_of(pairs[p].ep_a)->flags &
+        ck_assert(ep_of(pairs[p].ep_a)->flags.all &
                   UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
     }
     ck_assert_uint_eq(iface_of(&side_a)->bundle.num_open, 2);
 
     ck_assert_int_eq(uct_ep_flush(pairs[0].ep_a, UCT_FLUSH_FLAG_CANCEL,
                                   NULL), UCS_OK);
-    ck_assert(!(ep_of(pairs[0].ep_a)->flags &
+    ck_assert(!(ep_of(pairs[0].ep_a)->flags.all &
                 UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN));
     uct_ep_destroy(pairs[1].ep_a);
     pairs[1].ep_a = NULL;
@@ -923,10 +924,10 @@ START_TEST(test_bundle_full_packs_nothing)
         }
     }
     ck_assert_int_eq(status, UCS_ERR_NO_RESOURCE);
-    ck_assert_msg(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN,
+    ck_assert_msg(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN,
                   "%u messages accepted, no bundle open", accepted);
     ck_assert_uint_gt(ep->tx.bundle.frame.count, 1);
-    ck_assert(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_FULL);
+    ck_assert(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_FULL);
 
     full_pack_calls = 0;
     packed = uct_ep_am_bcopy(pairs[0].ep_a, 1, full_pack_cb, NULL, 0);
@@ -939,7 +940,7 @@ START_TEST(test_bundle_full_packs_nothing)
     flush_all();
     progress_until_received(accepted, 1, 1);
     ck_assert_uint_eq(received, accepted);
-    ck_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_FULL));
+    ck_assert(!(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_FULL));
     ck_assert_uint_ge(iface_of(&side_a)->stats.tx_bundles, 1);
     ck_assert_int_eq(errors, 0);
     ck_assert_uint_eq(ep_errors_a + ep_errors_b, 0);
@@ -978,31 +979,31 @@ START_TEST(test_bundle_bcopy_too_long)
     too_long_length = side_a.attr.cap.am.max_bcopy + 8;
 
     /* B does not progress: A takes B's slots until none is free */
-    while (!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
+    while (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_CONNECTED) ||
            (hipower_tx_ring_free(&ep->tx.ring) > 0)) {
         ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(200, 1), 1),
                          UCS_OK);
         ck_assert_uint_lt(++accepted, 100000);
     }
-    ck_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN));
+    ck_assert(!(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN));
 
     /* This send opens a bundle, then its packer says too much */
     packed = uct_ep_am_bcopy(pairs[0].ep_a, 1, too_long_pack_cb, NULL, 0);
     ck_assert_int_eq(packed, UCS_ERR_INVALID_PARAM);
-    ck_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN));
+    ck_assert(!(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN));
     ck_assert_uint_eq(ia->bundle.num_open, 0);
 
     /* Two messages into a bundle, then the same packer */
     ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(200, 1), 1), UCS_OK);
     ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(300, 1), 1), UCS_OK);
     accepted += 2;
-    ck_assert(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
+    ck_assert(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
     count  = ep->tx.bundle.frame.count;
     packed = uct_ep_am_bcopy(pairs[0].ep_a, 1, too_long_pack_cb, NULL, 0);
     ck_assert_int_eq(packed, UCS_ERR_INVALID_PARAM);
-    ck_assert(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
+    ck_assert(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
     ck_assert_uint_eq(ep->tx.bundle.frame.count, count);
-    ck_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED));
+    ck_assert(!(ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED));
 
     flush_all();
     progress_until_received(accepted, 1, 1);
@@ -1095,7 +1096,7 @@ static void fill_setup(const char *hold_time)
     setup_pairs(1);
     unsetenv("UCX_HIPOWER_BUNDLE_FILL");
     hold_probability = 0;
-    ck_assert(ep_of(pairs[0].ep_a)->flags & UCT_HIPOWER_EP_FLAG_FILL);
+    ck_assert(ep_of(pairs[0].ep_a)->flags.all & UCT_HIPOWER_EP_FLAG_FILL);
 }
 
 /* A bursts @a n messages on pair 0 without progress (a window of 1 holds
@@ -1490,7 +1491,7 @@ START_TEST(test_bundle_fill_pending_not_busy)
         ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(16, 0), 0),
                          UCS_OK);
     }
-    ck_assert(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
+    ck_assert(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
     ck_assert(uct_hipower_ep_fill_open(ep));
 
     saved             = ia->tx.cq_credits;
@@ -1574,7 +1575,7 @@ START_TEST(test_bundle_timer_post_fails)
         ck_assert_int_eq(send_one(&pairs[0], 0, 1, fit_length(16, 0), 0),
                          UCS_OK);
     }
-    ck_assert(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
+    ck_assert(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
 
     /* The next post fails: the timer's, since nobody progresses */
     ctx                   = ep->txqp.qp->context;
@@ -1585,15 +1586,16 @@ START_TEST(test_bundle_timer_post_fails)
     UCS_ASYNC_UNBLOCK(side_a.async);
     deadline              = now_sec() + 120;
     /* The timer's post failed the endpoint, and that post ended */
-    while ((!(*(volatile uint32_t*)&ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
+    while ((!(__atomic_load_n(&ep->flags.all, __ATOMIC_RELAXED) &
+              UCT_HIPOWER_EP_FLAG_FAILED) ||
             __atomic_load_n(&iface_of(&side_a)->tx.hold_posting,
                             __ATOMIC_SEQ_CST)) &&
            (now_sec() < deadline)) {
         usleep(1000);
     }
     ctx->ops.post_send   = post_send;
-    ck_assert_msg(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED, "the hold timer's "
-                  "post did not fail the endpoint in 120 s");
+    ck_assert_msg(ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED,
+                  "the hold timer's post did not fail the endpoint in 120 s");
     ck_assert_msg(error_handler_returns == 0, "the error handler ran in "
                   "UCX's async thread (the hold timer's post)");
     status = uct_iface_event_arm(side_a.iface, UCT_EVENT_RECV);

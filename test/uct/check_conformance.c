@@ -1948,9 +1948,9 @@ START_TEST(test_stopped_peer_pins_nothing)
     ck_assert_msg(ep_errors_b == 0, "B failed %u endpoint(s) (%s) of a "
                   "peer silent for 3 x GRANT_TIMEOUT", ep_errors_b,
                   ucs_status_string(ep_error_status_b));
-    ck_assert(b_ep(0)->flags & UCT_HIPOWER_EP_FLAG_RELEASING);
-    ck_assert(b_ep(1)->flags & UCT_HIPOWER_EP_FLAG_RELEASING);
-    ck_assert(!(b_ep(0)->flags & UCT_HIPOWER_EP_FLAG_FAILED));
+    ck_assert(b_ep(0)->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING);
+    ck_assert(b_ep(1)->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING);
+    ck_assert(!(b_ep(0)->flags.all & UCT_HIPOWER_EP_FLAG_FAILED));
     ck_assert_uint_ge(iface_b()->stats.grant_timeouts, 2);
 
     /* C's QP of pair 1 dies: its device no longer answers */
@@ -1970,17 +1970,17 @@ START_TEST(test_stopped_peer_pins_nothing)
            ucs_status_string(ep_error_status_b));
     ck_assert_msg(ep_errors_b == 1, "B's endpoint of a dead holder got %u "
                   "error callbacks in %.1f s", ep_errors_b, waited);
-    ck_assert(b_ep(1)->flags & UCT_HIPOWER_EP_FLAG_FAILED);
+    ck_assert(b_ep(1)->flags.all & UCT_HIPOWER_EP_FLAG_FAILED);
     ck_assert_msg(waited < bound, "a dead holder failed after %.1f s, "
                   "beyond GRANT_TIMEOUT + (RETRY_COUNT + 1) x TIMEOUT",
                   waited);
     ck_assert_uint_eq(uct_hipower_ep_rx_held(b_ep(1)), 0);
-    ck_assert(!(b_ep(0)->flags & UCT_HIPOWER_EP_FLAG_FAILED));
+    ck_assert(!(b_ep(0)->flags.all & UCT_HIPOWER_EP_FLAG_FAILED));
 
     /* C resumes: it adopts pair 0's release, and its next message (a run
      * asked for and granted) arrives */
     start = now_sec();
-    while ((b_ep(0)->flags & UCT_HIPOWER_EP_FLAG_RELEASING) &&
+    while ((b_ep(0)->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING) &&
            (now_sec() - start < 5)) {
         progress(1, 1);
         uct_worker_progress(side_c.worker);
@@ -2102,7 +2102,7 @@ START_TEST(test_receiver_stall_every_phase)
     /* A message, then B's idle endpoint gives its run back */
     ck_assert_msg(deliver_one(0, 5000), "no message");
     for (start = now_sec(); (ep->rx.ring.num_slots > 0) ||
-                            (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING);) {
+                            (ep->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING);) {
         progress(1, 1);
         ck_assert_msg(now_sec() - start < 5, "B's idle endpoint kept its "
                       "run of %u slots", ep->rx.ring.num_slots);
@@ -2150,7 +2150,7 @@ START_TEST(test_receiver_stall_every_phase)
         /* A release: B's endpoint goes idle, B takes the run back and
          * stops */
         for (start = now_sec();
-             !(ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING);) {
+             !(ep->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING);) {
             progress(1, 0);
             progress(0, 1);
             ck_assert_msg(now_sec() - start < 5, "phase %u: no release",
@@ -2163,16 +2163,16 @@ START_TEST(test_receiver_stall_every_phase)
         if (!stall_grant) {
             usleep(timeout_ms * 1600); /* B stalls */
         }
-        for (start = now_sec(); (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) &&
-                                (ep_errors_b == 0) &&
-                                (now_sec() - start < 5);) {
+        for (start = now_sec();
+             (ep->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING) &&
+             (ep_errors_b == 0) && (now_sec() - start < 5);) {
             progress(1, 1);
         }
         ck_assert_msg(ep_errors_b == 0, "phase %u: B failed the endpoint "
                       "(%s) of a peer that answered its release at once, "
                       "after B's own stall", phase,
                       ucs_status_string(ep_error_status_b));
-        ck_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING));
+        ck_assert(!(ep->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING));
         ck_assert_uint_eq(ep->rx.ring.num_slots, 0);
     }
     printf("receiver stall after a %s answered at once, in each of the "

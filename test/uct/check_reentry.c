@@ -73,7 +73,7 @@ static ucs_status_t reentry_handler(void *arg, void *data, size_t length,
     ++actions_done;
     if (action == ACTION_CANCEL) {
         (void)uct_ep_flush(pairs[0].ep_b, UCT_FLUSH_FLAG_CANCEL, NULL);
-        ck_assert(ep_of(pairs[0].ep_b)->flags & UCT_HIPOWER_EP_FLAG_FAILED);
+        ck_assert(ep_of(pairs[0].ep_b)->flags.all & UCT_HIPOWER_EP_FLAG_FAILED);
     } else if (action == ACTION_DEADLINE) {
         action_seq = hdr->seq;
         usleep(300000); /* 1.5 x GRANT_TIMEOUT */
@@ -133,7 +133,7 @@ static unsigned reentry_setup(int variant)
         /* The first burst's bundle opens a filled slot, the second's is
          * its next batch; a zero-copy message in a slot of its own makes
          * it final */
-        ck_assert(ep_of(pairs[0].ep_a)->flags & UCT_HIPOWER_EP_FLAG_FILL);
+        ck_assert(ep_of(pairs[0].ep_a)->flags.all & UCT_HIPOWER_EP_FLAG_FILL);
         bundle_burst(0, 12);
         /* B walks the first batch and keeps the slot open; the second
          * batch is walked when B resumes the slot */
@@ -220,8 +220,8 @@ START_TEST(test_handler_cancels_its_endpoint)
     ck_assert_int_eq(errors, 0);
     ck_assert_uint_ge(delivered, action_seq + 1);
     ck_assert_uint_le(delivered, sent);
-    ck_assert(ep_b->flags & UCT_HIPOWER_EP_FLAG_FAILED);
-    ck_assert(!(ep_b->flags & UCT_HIPOWER_EP_FLAG_IN_RX));
+    ck_assert(ep_b->flags.all & UCT_HIPOWER_EP_FLAG_FAILED);
+    ck_assert(!(ep_b->flags.all & UCT_HIPOWER_EP_FLAG_IN_RX));
     if (ucs_derived_of(side_b.iface,
                        uct_hipower_iface_t)->config.shared_pool) {
         /* (Push and pull: each endpoint's own slots, freed with it) */
@@ -352,7 +352,7 @@ START_TEST(test_handler_meets_grant_deadline)
     ck_assert_int_eq(errors, 0);
     ck_assert_msg(ep_errors_b == 0, "B's endpoint failed (%s)",
                   ucs_status_string(ep_error_status_b));
-    ck_assert(!(ep_b->flags & UCT_HIPOWER_EP_FLAG_FAILED));
+    ck_assert(!(ep_b->flags.all & UCT_HIPOWER_EP_FLAG_FAILED));
     ck_assert_uint_eq(pairs[0].expected_seq, sent);
     ck_assert_uint_eq(received, sent + 1);
 

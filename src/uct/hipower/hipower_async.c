@@ -28,7 +28,7 @@ static void uct_hipower_iface_fail_all(uct_hipower_iface_t *iface,
 
     /* The error handler may destroy the endpoint */
     ucs_list_for_each_safe(ep, tmp, &iface->ep_list, list) {
-        if (ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) {
+        if (ep->flags.all & UCT_HIPOWER_EP_FLAG_QP_UP) {
             uct_hipower_ep_set_failed(ep, status);
         }
     }
@@ -61,7 +61,7 @@ static void uct_hipower_iface_handle_async(uct_hipower_iface_t *iface,
     case IBV_EVENT_QP_ACCESS_ERR:
     case IBV_EVENT_PATH_MIG_ERR:
         ep = uct_hipower_iface_qp_ep(iface, event->qp_num);
-        if ((ep == NULL) || (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+        if ((ep == NULL) || (ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED)) {
             return;
         }
         iface->stats.async_events++;

@@ -604,7 +604,7 @@ static void uct_hipower_cm_active(uct_hipower_cm_conn_t *conn)
 
     ucs_assert(ep != NULL);
     if (conn->state == UCT_HIPOWER_CONN_ERROR) {
-        if (ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) {
+        if (ep->flags.all & UCT_HIPOWER_EP_FLAG_QP_UP) {
             /* The peer's crossed request connected us meanwhile */
             uct_hipower_cm_conn_free(conn);
             return;
@@ -647,7 +647,8 @@ static void uct_hipower_cm_active(uct_hipower_cm_conn_t *conn)
     if (msg->type == HIPOWER_HS_REJ) {
         rej = hipower_hs_on_reject(iface->cm.addr.uuid, ep->cm.peer_uuid,
                                    (hipower_hs_reason_t)msg->reason,
-                                   !!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP));
+                                   !!(ep->flags.all &
+                                      UCT_HIPOWER_EP_FLAG_QP_UP));
         if (rej == HIPOWER_HS_REJ_DONE) {
             uct_hipower_cm_conn_free(conn);
         } else if (rej == HIPOWER_HS_REJ_AWAIT_PEER) {
@@ -667,7 +668,7 @@ static void uct_hipower_cm_active(uct_hipower_cm_conn_t *conn)
         return;
     }
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_QP_UP) {
         /* The peer answered both our REQ and took its own: cannot be */
         ucs_error(UCT_HIPOWER_EP_FMT ": %s answered a request of an endpoint "
                   "connected already", UCT_HIPOWER_EP_ARG(ep), conn->peer_str);
@@ -712,7 +713,7 @@ unsigned uct_hipower_cm_progress(uct_hipower_iface_t *iface)
     }
 
     ucs_list_for_each_safe(ep, tmp, &iface->cm.doomed, cm.list) {
-        if (ep->flags & UCT_HIPOWER_EP_FLAG_IN_RX) {
+        if (ep->flags.all & UCT_HIPOWER_EP_FLAG_IN_RX) {
             continue; /* A progress called by a handler of its walk */
         }
         ucs_debug(UCT_HIPOWER_EP_FMT ": internal endpoint closed by its peer",
@@ -978,7 +979,7 @@ int uct_hipower_ep_is_connected(const uct_ep_h tl_ep,
                uct_hipower_cm_ep_leads_to(ep, params->iface_addr);
     }
 
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP)) {
+    if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_QP_UP)) {
         return 0;
     }
 

@@ -669,7 +669,7 @@ int uct_hipower_cm_evict_silent(uct_hipower_iface_t *iface)
     ucs_list_for_each(ep, &iface->ep_list, list) {
         if (ep->cm.internal && !ep->cm.destroying &&
             (ep->cm.listed == UCT_HIPOWER_CM_LISTED_NONE) &&
-            !(ep->flags & UCT_HIPOWER_EP_FLAG_IN_RX) &&
+            !(ep->flags.all & UCT_HIPOWER_EP_FLAG_IN_RX) &&
             (uct_hipower_ep_rx_delivered(ep) == 0)) {
             ucs_debug(UCT_HIPOWER_EP_FMT ": internal endpoint whose peer "
                       "never wrote closed for a new request",

@@ -169,7 +169,7 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
     const char *reason;
     ucs_status_t status;
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_QP_UP) {
         ucs_error(UCT_HIPOWER_EP_FMT ": already connected",
                   UCT_HIPOWER_EP_ARG(ep));
         return UCS_ERR_INVALID_PARAM;
@@ -223,20 +223,20 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
                                   UCT_HIPOWER_NOTIFY_PUSH);
     if ((iface->config.notify == UCT_HIPOWER_NOTIFY_SELF) &&
         (layout.align == 1)) {
-        ep->flags |= UCT_HIPOWER_EP_FLAG_ONE_WRITE;
+        uct_hipower_ep_flags_set(ep, conn, UCT_HIPOWER_EP_FLAG_ONE_WRITE);
     }
     /* Records of a bundle are 8-byte aligned in the frame, so not for a
      * peer that asked for its messages' data to be aligned */
     if (iface->config.bundle &&
         (ep_addr->flags & UCT_HIPOWER_EP_ADDR_FLAG_BUNDLES) &&
         (layout.align == 1)) {
-        ep->flags |= UCT_HIPOWER_EP_FLAG_BUNDLES;
+        uct_hipower_ep_flags_set(ep, conn, UCT_HIPOWER_EP_FLAG_BUNDLES);
         hipower_txwin_init(&ep->tx.win, iface->config.bundle_window);
         /* Bundles into the same slot until it is full: both sides said so
          * (a peer in another mode refused the connection already) */
         if (iface->config.bundle_fill &&
             (ep_addr->flags & UCT_HIPOWER_EP_ADDR_FLAG_FILL)) {
-            ep->flags |= UCT_HIPOWER_EP_FLAG_FILL;
+            uct_hipower_ep_flags_set(ep, conn, UCT_HIPOWER_EP_FLAG_FILL);
         }
     }
     ep->peer.consumed_addr     = ep_addr->ctrl_read_addr;
@@ -274,7 +274,7 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
         return status;
     }
 
-    ep->flags   |= UCT_HIPOWER_EP_FLAG_QP_UP;
+    uct_hipower_ep_flags_set(ep, conn, UCT_HIPOWER_EP_FLAG_QP_UP);
     ucs_debug(UCT_HIPOWER_EP_FMT ": connected, %u peer slots %u bytes apart, "
               "recycle below %u free", UCT_HIPOWER_EP_ARG(ep),
               ep_addr->num_slots, ep_addr->slot_stride, ep->tx.threshold);

@@ -72,7 +72,7 @@ static void uct_hipower_ep_retire_ops(uct_hipower_ep_t *ep, uint64_t sn)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     /* A recycle READ out: its completion may come in this walk */
-    int reading                = !!(ep->flags &
+    int reading                = !!(ep->flags.all &
                                     UCT_HIPOWER_EP_FLAG_RECYCLE_READ);
     uct_hipower_tx_op_t *op;
 
@@ -94,7 +94,7 @@ static void uct_hipower_ep_retire_ops(uct_hipower_ep_t *ep, uint64_t sn)
     /* A recycle READ completed with the endpoint still blocked: keep
      * looking until the receiver frees slots (or ask, if the receiver took
      * our run back meanwhile). After the walk: it posts again. */
-    if (reading && !(ep->flags & UCT_HIPOWER_EP_FLAG_RECYCLE_READ) &&
+    if (reading && !(ep->flags.all & UCT_HIPOWER_EP_FLAG_RECYCLE_READ) &&
         (hipower_tx_ring_free(&ep->tx.ring) == 0) &&
         !ucs_queue_is_empty(&ep->pending_q)) {
         uct_hipower_ep_slots_wanted(ep);
@@ -160,8 +160,8 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc)
 
     hipower_txq_completed(&ep->txqp.txq, wc->wr_id, &iface->tx.cq_credits);
     if (ucs_likely(wc->status == IBV_WC_SUCCESS)) {
-        if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_READY)) &&
-            (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) &&
+        if (ucs_unlikely(!(ep->flags.all & UCT_HIPOWER_EP_FLAG_PEER_READY)) &&
+            (ep->flags.all & UCT_HIPOWER_EP_FLAG_CONNECTED) &&
             ((int64_t)(wc->wr_id - ep->post.hello_sn) >= 0)) {
             /* Acknowledged after our hello: the peer's QP took the hello,
              * so its windows are bound (a request before the hello, such
@@ -169,10 +169,10 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc)
             uct_hipower_ep_peer_ready(ep);
         }
         uct_hipower_ep_retire_ops(ep, wc->wr_id);
-    } else if ((ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
-                             UCT_HIPOWER_EP_FLAG_CANCELED)) ||
+    } else if ((ep->flags.all & (UCT_HIPOWER_EP_FLAG_FAILED |
+                                 UCT_HIPOWER_EP_FLAG_CANCELED)) ||
                ((wc->status == IBV_WC_WR_FLUSH_ERR) &&
-                (ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED) &&
+                (ep->flags.all & UCT_HIPOWER_EP_FLAG_PEER_CLOSED) &&
                 ((int64_t)(ep->post.user_end_sn - acked_before) <= 0))) {
         /* Flushed after the failure (or after our own request failed
          * quietly, see below): nothing more to say */
@@ -184,7 +184,7 @@ void uct_hipower_ep_tx_completion(uct_hipower_ep_t *ep, struct ibv_wc *wc)
          * reports, as with any peer that is gone. */
         ucs_memory_cpu_load_fence();
         uct_hipower_ep_check_peer_state(ep);
-        if ((ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED) &&
+        if ((ep->flags.all & UCT_HIPOWER_EP_FLAG_PEER_CLOSED) &&
             ((int64_t)(ep->post.user_end_sn - acked_before) <= 0)) {
             ucs_debug(UCT_HIPOWER_EP_FMT ": %s of our own request after the "
                       "peer closed its endpoint", UCT_HIPOWER_EP_ARG(ep),
@@ -214,13 +214,14 @@ ucs_status_t uct_hipower_ep_set_failed(uct_hipower_ep_t *ep,
                                        ucs_status_t status)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    int canceled               = ep->flags & UCT_HIPOWER_EP_FLAG_CANCELED;
+    int canceled               = !!(ep->flags.all &
+                                    UCT_HIPOWER_EP_FLAG_CANCELED);
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED) {
         return UCS_OK;
     }
 
-    ep->flags |= UCT_HIPOWER_EP_FLAG_FAILED;
+    uct_hipower_ep_flags_set(ep, ep, UCT_HIPOWER_EP_FLAG_FAILED);
     /* Its peer will not give back a run now: others need not wait for it */
     uct_hipower_ep_rx_release_abandon(ep);
     /* Stop the QP, so that whatever is left completes (flushed) now */
@@ -286,14 +287,14 @@ static void uct_hipower_ep_tx_switch_idle(uct_hipower_ep_t *ep)
         uct_hipower_ep_tx_adopt(ep);
     }
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE) {
         uct_hipower_ep_tx_run_req(ep);
     }
 
     /* A message queued or sent next tells the receiver anyway */
     if ((ep->tx.ack_flags & HIPOWER_SLOT_ACK_SWITCH) &&
         ucs_queue_is_empty(&ep->pending_q) &&
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
+        !(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
         (uct_hipower_ep_send_none(ep) == UCS_OK)) {
         uct_hipower_ep_iface(ep)->stats.tx_none++;
     }
@@ -311,15 +312,15 @@ static void uct_hipower_ep_check_peer_state(uct_hipower_ep_t *ep)
     if (state == UCT_HIPOWER_PEER_STATE_READY) {
         uct_hipower_ep_peer_ready(ep);
     } else if ((state == UCT_HIPOWER_PEER_STATE_CLOSED) &&
-               !(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) {
+               !(ep->flags.all & UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) {
         ucs_debug(UCT_HIPOWER_EP_FMT ": the peer closed its endpoint",
                   UCT_HIPOWER_EP_ARG(ep));
-        ep->flags |= UCT_HIPOWER_EP_FLAG_PEER_CLOSED;
+        uct_hipower_ep_flags_set(ep, ep, UCT_HIPOWER_EP_FLAG_PEER_CLOSED);
         uct_hipower_ep_peer_ready(ep);
         /* One made for the peer's request, not the user's: it goes */
         (void)ep->owner->gone(ep);
         uct_hipower_ep_rx_release_abandon(ep);
-        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE) &&
+        if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_ACTIVE) &&
             uct_hipower_ep_iface(ep)->config.shared_pool &&
             (uct_hipower_ep_rx_held(ep) > 0)) {
             /* Seen on an idle endpoint (a request of ours failed): progress
@@ -337,9 +338,9 @@ unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep)
     unsigned count;
 
     /* Not from a handler of its own walk (uct_hipower_ep_rx_enter()) */
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) ||
-        (ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
-                      UCT_HIPOWER_EP_FLAG_IN_RX))) {
+    if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_QP_UP) ||
+        (ep->flags.all & (UCT_HIPOWER_EP_FLAG_FAILED |
+                          UCT_HIPOWER_EP_FLAG_IN_RX))) {
         return 0;
     }
 
@@ -348,7 +349,7 @@ unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep)
         /* While a read of the peer's bitmap is out, our copy is being
          * overwritten. The read is signaled, so its completion also
          * publishes every write of ours posted before it. */
-        if (ep->flags & UCT_HIPOWER_EP_FLAG_NOTIFY_READ) {
+        if (ep->flags.all & UCT_HIPOWER_EP_FLAG_NOTIFY_READ) {
             return 0;
         }
         count = uct_hipower_ep_rx_progress(ep);
@@ -357,9 +358,9 @@ unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep)
     }
 
     count = uct_hipower_ep_rx_progress(ep);
-    if (ucs_unlikely(ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
-                                  UCT_HIPOWER_EP_FLAG_PEER_CLOSED))) {
-        if (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) {
+    if (ucs_unlikely(ep->flags.all & (UCT_HIPOWER_EP_FLAG_FAILED |
+                                      UCT_HIPOWER_EP_FLAG_PEER_CLOSED))) {
+        if (ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED) {
             return count; /* A bad frame: nothing more to do with it */
         }
         if (count == 0) {
@@ -375,7 +376,7 @@ unsigned uct_hipower_ep_progress(uct_hipower_ep_t *ep)
      * adopt it now and say so, so that it gets the old run back */
     if (ucs_unlikely(uct_hipower_ep_tx_granted(ep) ||
                      (ep->tx.ack_flags & HIPOWER_SLOT_ACK_SWITCH) ||
-                     (ep->flags & UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE))) {
+                     (ep->flags.all & UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE))) {
         uct_hipower_ep_tx_switch_idle(ep);
     }
     return count;
@@ -398,7 +399,7 @@ int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep)
     /* Bundled messages came before every pending request: they go first
      * (when the window lets them: a completion it waits for comes to
      * progress), or nothing does */
-    if (ucs_unlikely((ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
+    if (ucs_unlikely((ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
                      (uct_hipower_ep_bundle_post(ep, 1) != UCS_OK))) {
         return 0;
     }
@@ -407,17 +408,17 @@ int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep)
      * for the requests still queued behind it. A request that finds no
      * room stays first; the next completion or recycle lists us again.
      * Without room, a request may still go into a bundle. */
-    ep->flags |= UCT_HIPOWER_EP_FLAG_DISPATCHING;
-    if ((ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLES) &&
+    uct_hipower_ep_flags_set(ep, ep, UCT_HIPOWER_EP_FLAG_DISPATCHING);
+    if ((ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLES) &&
         (ep->tx.ring.num_slots > 0) &&
         uct_hipower_ep_pending_several(ep)) {
         /* They waited: one bundle for all of them, posted below */
-        ep->flags |= UCT_HIPOWER_EP_FLAG_GATHER;
+        uct_hipower_ep_flags_set(ep, ep, UCT_HIPOWER_EP_FLAG_GATHER);
     }
     while (!ucs_queue_is_empty(&ep->pending_q) &&
-           !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) &&
+           !(ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED) &&
            (uct_hipower_ep_has_room(ep, 1) ||
-            (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLES))) {
+            (ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLES))) {
         priv = ucs_queue_head_elem_non_empty(&ep->pending_q,
                                              uct_pending_req_priv_queue_t,
                                              queue_elem);
@@ -434,12 +435,12 @@ int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep)
             break;
         }
     }
-    ep->flags &= ~UCT_HIPOWER_EP_FLAG_DISPATCHING;
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_GATHER) {
-        ep->flags &= ~UCT_HIPOWER_EP_FLAG_GATHER;
+    uct_hipower_ep_flags_clear(ep, ep, UCT_HIPOWER_EP_FLAG_DISPATCHING);
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_GATHER) {
+        uct_hipower_ep_flags_clear(ep, ep, UCT_HIPOWER_EP_FLAG_GATHER);
         /* Now, if it can go (it can when a slot was free before): else it
          * stays open and listed, as any bundle */
-        if (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
+        if (ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
             iface->stats.tx_gathered++;
             (void)uct_hipower_ep_bundle_post(ep, 1);
         }
@@ -451,7 +452,7 @@ int uct_hipower_ep_dispatch_pending(uct_hipower_ep_t *ep)
     }
     /* Listed while requests or a bundle wait */
     return ucs_queue_is_empty(&ep->pending_q) &&
-           !(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
+           !(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
 }
 
 ucs_status_t uct_hipower_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
@@ -466,11 +467,11 @@ ucs_status_t uct_hipower_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
      * requests): while it cannot go, the caller's operation cannot either,
      * and UCP, told busy, would retry it without progress for ever */
     if (ucs_queue_is_empty(&ep->pending_q) &&
-        (ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) &&
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) &&
-        (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ||
+        (ep->flags.all & UCT_HIPOWER_EP_FLAG_QP_UP) &&
+        !(ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED) &&
+        (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ||
          (uct_hipower_ep_bundle_post(ep, 0) == UCS_OK)) &&
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) &&
+        !(ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED) &&
         (hipower_tx_ring_free(&ep->tx.ring) > 0) &&
         uct_hipower_ep_has_room(ep, uct_hipower_ep_msg_wrs(ep) + 1)) {
         return UCS_ERR_BUSY;
@@ -478,7 +479,7 @@ ucs_status_t uct_hipower_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 
     uct_pending_req_queue_push(&ep->pending_q, req);
     UCT_TL_EP_STAT_PEND(&ep->super);
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED) {
         /* Never dispatched: the user purges it */
         return UCS_OK;
     }
@@ -501,7 +502,7 @@ void uct_hipower_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t c
     uct_pending_req_priv_queue_t *priv;
 
     uct_pending_queue_purge(priv, &ep->pending_q, 1, cb, arg);
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+    if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
         /* (A bundle keeps it listed: progress sends it) */
         uct_hipower_ep_del_pending_list(ep);
     }
@@ -564,9 +565,9 @@ ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
          * for what the user asked for. Pending requests stay for the
          * user's uct_ep_pending_purge().
          */
-        if (!(ep->flags & (UCT_HIPOWER_EP_FLAG_CANCELED |
-                           UCT_HIPOWER_EP_FLAG_FAILED))) {
-            ep->flags |= UCT_HIPOWER_EP_FLAG_CANCELED;
+        if (!(ep->flags.all & (UCT_HIPOWER_EP_FLAG_CANCELED |
+                               UCT_HIPOWER_EP_FLAG_FAILED))) {
+            uct_hipower_ep_flags_set(ep, ep, UCT_HIPOWER_EP_FLAG_CANCELED);
             uct_hipower_ep_set_failed(ep, UCS_ERR_CANCELED);
         }
         /* Every user operation has completed (canceled): what the device
@@ -575,13 +576,13 @@ ucs_status_t uct_hipower_ep_flush(uct_ep_h tl_ep, unsigned flags,
         return UCS_OK;
     }
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) {
-        return (ep->flags & UCT_HIPOWER_EP_FLAG_CANCELED) ?
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED) {
+        return (ep->flags.all & UCT_HIPOWER_EP_FLAG_CANCELED) ?
                UCS_ERR_CANCELED : UCS_ERR_ENDPOINT_TIMEOUT;
     }
 
     if (!ucs_queue_is_empty(&ep->pending_q) &&
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_DISPATCHING)) {
+        !(ep->flags.all & UCT_HIPOWER_EP_FLAG_DISPATCHING)) {
         return UCS_ERR_NO_RESOURCE;
     }
 
@@ -623,8 +624,8 @@ ucs_status_t uct_hipower_ep_check(uct_ep_h tl_ep, unsigned flags,
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     ucs_status_t status;
 
-    if ((ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) ||
+    if ((ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED) ||
+        !(ep->flags.all & UCT_HIPOWER_EP_FLAG_QP_UP) ||
         ((hipower_txq_outstanding(&ep->txqp.txq) > 0) &&
          !hipower_txq_has_trailing(&ep->txqp.txq))) {
         return UCS_OK;
@@ -678,7 +679,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
 
     self->hooks               = &uct_hipower_ep_hooks;
     self->owner               = NULL;   /* Set by hipower_cm.c */
-    self->flags               = 0;
+    self->flags.all           = 0;
     self->err_due             = UCS_OK;
     memset(&self->cm, 0, sizeof(self->cm));
     self->post.fence_beat          = iface->tx.fence_beat;
@@ -762,7 +763,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     /* The receives are posted once the windows are bound
      * (uct_hipower_conn_open_windows()) */
     if (iface->config.notify != UCT_HIPOWER_NOTIFY_PULL) {
-        self->flags |= UCT_HIPOWER_EP_FLAG_FIRST_IMM;
+        uct_hipower_ep_flags_set(self, rx, UCT_HIPOWER_EP_FLAG_FIRST_IMM);
     }
 
     iter = kh_put(uct_hipower_qp_ep, &iface->qp_eps, self->txqp.qp->qp_num,
@@ -934,7 +935,7 @@ static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
          * what it sends of its own accord, without an error */
         goodbye = uct_hipower_ep_post_goodbye(ep, &reserve);
     } else if (hipower_txq_has_trailing(&ep->txqp.txq) &&
-               !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+               !(ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED)) {
         /* The last requests are unsignaled: if they completed, nothing
          * would say so. A signaled one after them always completes. */
         uct_hipower_ep_post_nop(ep, &reserve, NULL);

@@ -93,8 +93,8 @@ ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep, uint64_t gen,
 
     ep->event.posted_gen = gen;
     uct_hipower_ep_iface(ep)->stats.handshakes++;
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_WAKE_DUE)) {
-        ep->flags |= UCT_HIPOWER_EP_FLAG_WAKE_DUE;
+    if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_WAKE_DUE)) {
+        uct_hipower_ep_flags_set(ep, active, UCT_HIPOWER_EP_FLAG_WAKE_DUE);
         ++uct_hipower_ep_iface(ep)->active.num_wake_due;
     }
     return UCS_OK;
@@ -102,8 +102,8 @@ ucs_status_t uct_hipower_ep_post_sleep(uct_hipower_ep_t *ep, uint64_t gen,
 
 void uct_hipower_ep_wake_done(uct_hipower_ep_t *ep)
 {
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_WAKE_DUE) {
-        ep->flags &= ~UCT_HIPOWER_EP_FLAG_WAKE_DUE;
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_WAKE_DUE) {
+        uct_hipower_ep_flags_clear(ep, active, UCT_HIPOWER_EP_FLAG_WAKE_DUE);
         --uct_hipower_ep_iface(ep)->active.num_wake_due;
     }
 }
@@ -116,9 +116,9 @@ void uct_hipower_ep_activate(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
-    ucs_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE));
+    ucs_assert(!(ep->flags.all & UCT_HIPOWER_EP_FLAG_ACTIVE));
     ucs_list_add_tail(&iface->active_eps, &ep->active_list);
-    ep->flags    |= UCT_HIPOWER_EP_FLAG_ACTIVE;
+    uct_hipower_ep_flags_set(ep, active, UCT_HIPOWER_EP_FLAG_ACTIVE);
     ep->event.last_news = iface->clock.now;
     --iface->active.num_idle;
     uct_hipower_ep_pool_idle(ep, 0);
@@ -144,7 +144,7 @@ void uct_hipower_ep_active_cleanup(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_ACTIVE) {
         uct_hipower_ep_deactivate(ep);
     }
     --iface->active.num_idle;
@@ -156,9 +156,11 @@ void uct_hipower_ep_deactivate(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
-    ucs_assert(ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE);
+    ucs_assert(ep->flags.all & UCT_HIPOWER_EP_FLAG_ACTIVE);
     ucs_list_del(&ep->active_list);
-    ep->flags &= ~(UCT_HIPOWER_EP_FLAG_ACTIVE | UCT_HIPOWER_EP_FLAG_NEWS);
+    uct_hipower_ep_flags_clear(ep, active,
+                               UCT_HIPOWER_EP_FLAG_ACTIVE |
+                               UCT_HIPOWER_EP_FLAG_NEWS);
     ++iface->active.num_idle;
     uct_hipower_ep_pool_idle(ep, 1);
 }
@@ -177,15 +179,15 @@ void uct_hipower_ep_demote(uct_hipower_ep_t *ep)
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
     uint64_t gen;
 
-    if ((ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
-                      UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ||
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_READY)) {
+    if ((ep->flags.all & (UCT_HIPOWER_EP_FLAG_FAILED |
+                          UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ||
+        !(ep->flags.all & UCT_HIPOWER_EP_FLAG_PEER_READY)) {
         /* A failed handshake completes with no verdict */
-        ep->flags &= ~UCT_HIPOWER_EP_FLAG_DEMOTING;
+        uct_hipower_ep_flags_clear(ep, active, UCT_HIPOWER_EP_FLAG_DEMOTING);
         uct_hipower_ep_deactivate(ep);
         iface->stats.demotions++;
-        if ((ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
-                          UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ==
+        if ((ep->flags.all & (UCT_HIPOWER_EP_FLAG_FAILED |
+                              UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ==
             UCT_HIPOWER_EP_FLAG_PEER_CLOSED) {
             /* Nothing came for IDLE_TIME after its "closed": its runs are
              * of no more use */
@@ -194,7 +196,7 @@ void uct_hipower_ep_demote(uct_hipower_ep_t *ep)
         return;
     }
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_DEMOTING) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_DEMOTING) {
         return;
     }
 
@@ -212,8 +214,8 @@ void uct_hipower_ep_demote(uct_hipower_ep_t *ep)
         return;
     }
 
-    ep->flags = (ep->flags | UCT_HIPOWER_EP_FLAG_DEMOTING) &
-                ~UCT_HIPOWER_EP_FLAG_NEWS;
+    uct_hipower_ep_flags_set(ep, active, UCT_HIPOWER_EP_FLAG_DEMOTING);
+    uct_hipower_ep_flags_clear(ep, active, UCT_HIPOWER_EP_FLAG_NEWS);
 }
 
 /* The demotion handshake of generation op->u.arm_gen completed */
@@ -227,15 +229,16 @@ static void uct_hipower_ep_demote_done(uct_hipower_tx_op_t *op,
     uint64_t announced;
 
     ep->event.confirmed_gen = gen;
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_DEMOTING)) {
+    if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_DEMOTING)) {
         return;
     }
 
-    ep->flags &= ~UCT_HIPOWER_EP_FLAG_DEMOTING;
+    uct_hipower_ep_flags_clear(ep, active, UCT_HIPOWER_EP_FLAG_DEMOTING);
     ucs_memory_cpu_load_fence();
     announced = *(volatile uint64_t*)&ep->ctrl->peer_announced;
     verdict   = hipower_demote_verdict(gen, ep->event.posted_gen,
-                                       !!(ep->flags & UCT_HIPOWER_EP_FLAG_NEWS),
+                                       !!(ep->flags.all &
+                                          UCT_HIPOWER_EP_FLAG_NEWS),
                                        uct_hipower_ep_rx_delivered(ep),
                                        announced);
     if (verdict != HIPOWER_DEMOTE_BEHIND) {
@@ -260,7 +263,7 @@ static void uct_hipower_ep_demote_done(uct_hipower_tx_op_t *op,
     }
 
     if ((verdict == HIPOWER_DEMOTE_IDLE) &&
-        (ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE)) {
+        (ep->flags.all & UCT_HIPOWER_EP_FLAG_ACTIVE)) {
         uct_hipower_ep_deactivate(ep);
         iface->stats.demotions++;
         /* An idle peer keeps MIN_SLOTS of the shared pool */

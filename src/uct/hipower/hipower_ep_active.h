@@ -18,14 +18,14 @@ static UCS_F_ALWAYS_INLINE void
 uct_hipower_ep_news(uct_hipower_ep_t *ep, ucs_time_t now)
 {
     ep->event.last_news  = now;
-    ep->flags     |= UCT_HIPOWER_EP_FLAG_NEWS;
+    uct_hipower_ep_flags_set(ep, active, UCT_HIPOWER_EP_FLAG_NEWS);
 }
 
 /* A wake-up of an endpoint still active: a demotion handshake out must
  * not undo it */
 static UCS_F_ALWAYS_INLINE void uct_hipower_ep_news_woke(uct_hipower_ep_t *ep)
 {
-    ep->flags |= UCT_HIPOWER_EP_FLAG_NEWS;
+    uct_hipower_ep_flags_set(ep, active, UCT_HIPOWER_EP_FLAG_NEWS);
 }
 
 #endif

@@ -74,7 +74,7 @@ static UCS_F_ALWAYS_INLINE int
 uct_hipower_ep_may_bundle(uct_hipower_ep_t *ep, ucs_status_t status)
 {
     return (status == UCS_ERR_NO_RESOURCE) &&
-           (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLES) &&
+           (ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLES) &&
            (ep->tx.ring.num_slots > 0);
 }
 
@@ -115,8 +115,8 @@ static ucs_status_t uct_hipower_ep_am_place(uct_hipower_ep_t *ep,
 {
     ucs_status_t status;
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
-        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_FULL) &&
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) {
+        if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_FULL) &&
             uct_hipower_ep_bundle_fits(ep, length)) {
             return UCS_INPROGRESS;
         }
@@ -127,7 +127,7 @@ static ucs_status_t uct_hipower_ep_am_place(uct_hipower_ep_t *ep,
         }
     }
 
-    if ((ep->flags & UCT_HIPOWER_EP_FLAG_GATHER) &&
+    if ((ep->flags.all & UCT_HIPOWER_EP_FLAG_GATHER) &&
         (ep->tx.ring.num_slots > 0)) {
         /* A request that waited: into the dispatch's bundle (while the
          * peer gives us a run: uct_hipower_ep_may_bundle()) */
@@ -150,11 +150,11 @@ static ucs_status_t uct_hipower_ep_am_place(uct_hipower_ep_t *ep,
  * nothing pending or bundled (a bundle open implies BUNDLE_FULL's clear) */
 static UCS_F_ALWAYS_INLINE int uct_hipower_ep_am_fast(uct_hipower_ep_t *ep)
 {
-    return ((ep->flags & (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
-                          UCT_HIPOWER_EP_FLAG_CONNECTED |
-                          UCT_HIPOWER_EP_FLAG_FAILED |
-                          UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
-                          UCT_HIPOWER_EP_FLAG_GATHER)) ==
+    return ((ep->flags.all & (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
+                              UCT_HIPOWER_EP_FLAG_CONNECTED |
+                              UCT_HIPOWER_EP_FLAG_FAILED |
+                              UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
+                              UCT_HIPOWER_EP_FLAG_GATHER)) ==
             (UCT_HIPOWER_EP_FLAG_ONE_WRITE |
              UCT_HIPOWER_EP_FLAG_CONNECTED)) &&
            ucs_queue_is_empty(&ep->pending_q) &&
@@ -172,11 +172,11 @@ static UCS_F_ALWAYS_INLINE int uct_hipower_ep_am_fast(uct_hipower_ep_t *ep)
 static UCS_F_ALWAYS_INLINE int
 uct_hipower_ep_bundle_joins(uct_hipower_ep_t *ep, uint32_t length)
 {
-    return ((ep->flags & (UCT_HIPOWER_EP_FLAG_CONNECTED |
-                          UCT_HIPOWER_EP_FLAG_FAILED |
-                          UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
-                          UCT_HIPOWER_EP_FLAG_BUNDLE_FULL |
-                          UCT_HIPOWER_EP_FLAG_GATHER)) ==
+    return ((ep->flags.all & (UCT_HIPOWER_EP_FLAG_CONNECTED |
+                              UCT_HIPOWER_EP_FLAG_FAILED |
+                              UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
+                              UCT_HIPOWER_EP_FLAG_BUNDLE_FULL |
+                              UCT_HIPOWER_EP_FLAG_GATHER)) ==
             (UCT_HIPOWER_EP_FLAG_CONNECTED |
              UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) &&
            ucs_queue_is_empty(&ep->pending_q) &&
@@ -375,7 +375,7 @@ uct_hipower_ep_am_bcopy_bundle(uct_hipower_ep_t *ep, uint8_t id,
 {
     ucs_status_t status;
 
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+    if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
         status = uct_hipower_ep_bundle_open(ep);
         if (status != UCS_OK) {
             return status;
@@ -441,7 +441,7 @@ uct_hipower_ep_am_bcopy_slow(uct_hipower_ep_t *ep, uint8_t id,
         return status;
     }
 
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_FULL)) {
+    if (ucs_unlikely(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_FULL)) {
         /* The open bundle takes no more: it goes first, or this send is
          * refused before its packer runs (it would pack for nothing) */
         status = uct_hipower_ep_bundle_post(ep, 0);
@@ -450,8 +450,8 @@ uct_hipower_ep_am_bcopy_slow(uct_hipower_ep_t *ep, uint8_t id,
         }
     }
 
-    if (((ep->flags & (UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
-                       UCT_HIPOWER_EP_FLAG_GATHER)) ==
+    if (((ep->flags.all & (UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
+                           UCT_HIPOWER_EP_FLAG_GATHER)) ==
          UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
         !uct_hipower_ep_bundle_fits(ep, ep->am.bcopy_hint)) {
         /* The last bcopy would not fit in what the bundle has left: it
@@ -467,8 +467,8 @@ uct_hipower_ep_am_bcopy_slow(uct_hipower_ep_t *ep, uint8_t id,
         }
     }
 
-    if (ucs_unlikely((ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ||
-                     ((ep->flags & UCT_HIPOWER_EP_FLAG_GATHER) &&
+    if (ucs_unlikely((ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) ||
+                     ((ep->flags.all & UCT_HIPOWER_EP_FLAG_GATHER) &&
                       (ep->tx.ring.num_slots > 0)))) {
         /* Earlier messages wait in the bundle: this one goes after them;
          * or a pending dispatch gathers its requests into one */

@@ -68,7 +68,7 @@ ucs_status_t uct_hipower_ep_bundle_open(uct_hipower_ep_t *ep)
                         2 * HIPOWER_BUNDLE_HDR_SIZE);
     ep->tx.bundle.op   = op;
     ep->tx.bundle.tick = iface->hold.tick;
-    ep->flags         |= UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN;
+    uct_hipower_ep_flags_set(ep, bundle, UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN);
     ++iface->bundle.num_open;
     /* Progress posts it once there is room */
     uct_hipower_ep_add_pending_list(ep);
@@ -77,8 +77,9 @@ ucs_status_t uct_hipower_ep_bundle_open(uct_hipower_ep_t *ep)
 
 static void uct_hipower_ep_bundle_closed(uct_hipower_ep_t *ep)
 {
-    ep->flags      &= ~(UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
-                        UCT_HIPOWER_EP_FLAG_BUNDLE_FULL);
+    uct_hipower_ep_flags_clear(ep, bundle,
+                               UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN |
+                               UCT_HIPOWER_EP_FLAG_BUNDLE_FULL);
     ep->tx.bundle.op = NULL;
     --uct_hipower_ep_iface(ep)->bundle.num_open;
 }
@@ -174,7 +175,7 @@ static ucs_status_t uct_hipower_ep_bundle_send(uct_hipower_ep_t *ep,
     uint8_t *data;
     uint64_t hdr;
 
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+    if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
         return UCS_OK;
     }
 
@@ -185,7 +186,7 @@ static ucs_status_t uct_hipower_ep_bundle_send(uct_hipower_ep_t *ep,
      * message: into the open one with the window on, else a frame of its
      * own (uct_hipower_ep_fill_open(); fill_takes() checks it is open) */
     count = frame->count;
-    if ((ep->flags & UCT_HIPOWER_EP_FLAG_FILL) &&
+    if ((ep->flags.all & UCT_HIPOWER_EP_FLAG_FILL) &&
         (((count > 1) &&
           ((frame->length <= iface->config.max_payload / 2) ||
            uct_hipower_ep_fill_takes(ep, frame->length +
@@ -244,7 +245,7 @@ ucs_status_t uct_hipower_ep_bundle_post(uct_hipower_ep_t *ep, int windowed)
     ucs_status_t status = uct_hipower_ep_bundle_send(ep, windowed);
 
     if ((status != UCS_OK) && (status != UCS_ERR_NO_RESOURCE) &&
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+        !(ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED)) {
         /* Nothing of it went out, and its messages were accepted: the
          * endpoint cannot keep its promise, and says so */
         uct_hipower_ep_fail(ep, status);
@@ -263,7 +264,7 @@ ucs_status_t uct_hipower_ep_bundle_add(uct_hipower_ep_t *ep, uint8_t am_id,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+    if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
         status = uct_hipower_ep_bundle_open(ep);
         if (status != UCS_OK) {
             return status;
@@ -281,7 +282,7 @@ ucs_status_t uct_hipower_ep_bundle_add(uct_hipower_ep_t *ep, uint8_t am_id,
 
 void uct_hipower_ep_bundle_drop(uct_hipower_ep_t *ep)
 {
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+    if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
         return;
     }
 
@@ -293,13 +294,13 @@ void uct_hipower_ep_bundle_drop(uct_hipower_ep_t *ep)
 
 void uct_hipower_ep_bundle_leave(uct_hipower_ep_t *ep)
 {
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+    if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
         return;
     }
 
     /* As the messages posted before: they go if they can (the user did
      * not flush, so nothing says whether they arrive) */
-    if ((ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
+    if ((ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED) ||
         (uct_hipower_ep_bundle_send(ep, 0) != UCS_OK)) {
         uct_hipower_ep_bundle_drop(ep);
     }
@@ -316,7 +317,7 @@ unsigned uct_hipower_iface_post_bundles_before(uct_hipower_iface_t *iface,
         if (iface->bundle.num_open == 0) {
             break;
         }
-        if ((ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
+        if ((ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN) &&
             (all || (ep->tx.bundle.tick != tick))) {
             (void)uct_hipower_ep_bundle_post(ep, 0);
         }

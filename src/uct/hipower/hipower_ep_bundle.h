@@ -113,7 +113,7 @@ void uct_hipower_ep_bundle_leave(uct_hipower_ep_t *ep);
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_hipower_ep_bundle_first(uct_hipower_ep_t *ep)
 {
-    if (ucs_likely(!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN))) {
+    if (ucs_likely(!(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN))) {
         return UCS_OK;
     }
     return uct_hipower_ep_bundle_post(ep, 0);
@@ -126,7 +126,7 @@ uct_hipower_ep_bundle_first(uct_hipower_ep_t *ep)
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_hipower_ep_bundle_post_full(uct_hipower_ep_t *ep)
 {
-    ep->flags |= UCT_HIPOWER_EP_FLAG_BUNDLE_FULL;
+    uct_hipower_ep_flags_set(ep, bundle, UCT_HIPOWER_EP_FLAG_BUNDLE_FULL);
     return uct_hipower_ep_bundle_post(ep, 0);
 }
 
@@ -141,7 +141,7 @@ uct_hipower_ep_bundle_post_full(uct_hipower_ep_t *ep)
  */
 static UCS_F_ALWAYS_INLINE void uct_hipower_ep_bundle_joined(uct_hipower_ep_t *ep)
 {
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_GATHER) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_GATHER) {
         return;
     }
 

@@ -17,95 +17,167 @@
  */
 
 
-enum {
-    /* Usable: our QP is up and our hello to the peer is posted */
-    UCT_HIPOWER_EP_FLAG_CONNECTED      = UCS_BIT(0),
-    UCT_HIPOWER_EP_FLAG_RECYCLE_READ   = UCS_BIT(1), /* Recycle READ posted */
-    UCT_HIPOWER_EP_FLAG_NOTIFY_READ    = UCS_BIT(2), /* Pull READ posted */
-    /* Its receive walk runs: a handler may fail the endpoint (a flush with
-     * UCT_FLUSH_FLAG_CANCEL) or call progress again, so its runs go back to
-     * the pool only once the walk is over, and a nested progress does not
-     * walk it again (uct_hipower_ep_rx_progress()) */
-    UCT_HIPOWER_EP_FLAG_IN_RX          = UCS_BIT(3),
-    UCT_HIPOWER_EP_FLAG_PENDING_LISTED = UCS_BIT(4), /* In iface pending_eps */
-    UCT_HIPOWER_EP_FLAG_FAILED         = UCS_BIT(5),
-    UCT_HIPOWER_EP_FLAG_DISPATCHING    = UCS_BIT(6), /* Pending dispatch runs */
-    /* The peer's windows are known to be bound (it wrote to us, or a
-     * request of ours after our hello completed): only then does the
-     * transport send anything of its own accord (pull reads, sleep
-     * handshakes, grants, goodbye) */
-    UCT_HIPOWER_EP_FLAG_PEER_READY     = UCS_BIT(7),
-    /* The peer destroyed its endpoint in order (it wrote "closed"): no
-     * more transport-initiated traffic to it, and no error for it */
-    UCT_HIPOWER_EP_FLAG_PEER_CLOSED    = UCS_BIT(8),
-    UCT_HIPOWER_EP_FLAG_CANCELED       = UCS_BIT(9), /* flush(CANCEL) ran */
-    UCT_HIPOWER_EP_FLAG_HELLO_SENT     = UCS_BIT(10),/* Pull: "ready" written */
-    UCT_HIPOWER_EP_FLAG_FIRST_IMM      = UCS_BIT(11),/* Peer's first-contact
-                                                        wake-up still due */
-    /* A message of the peer came before its first-contact wake-up was
-     * polled: that receive completion is counted in event.rx_expected */
-    UCT_HIPOWER_EP_FLAG_IMM_DUE        = UCS_BIT(12),
-    /* Every message to the peer is one write that announces itself: self
-     * mode, and the peer asked for no alignment (am_short's fast path) */
-    UCT_HIPOWER_EP_FLAG_ONE_WRITE      = UCS_BIT(13),
-    /* In iface->active_eps: progress visits it (hipower_active.h) */
-    UCT_HIPOWER_EP_FLAG_ACTIVE         = UCS_BIT(14),
-    UCT_HIPOWER_EP_FLAG_DEMOTING       = UCS_BIT(15), /* Handshake out */
-    /* A message or a wake-up came while the demotion handshake was out */
-    UCT_HIPOWER_EP_FLAG_NEWS           = UCS_BIT(16),
-    /* A sleep handshake (demotion or arm) told the peer a generation whose
-     * wake-up has not been polled yet: the peer's next write carries it as
-     * an immediate, which takes a receive of our QP. Progress polls the
-     * wake-up CQ while any endpoint has this, active or not: a handshake
-     * whose verdict kept the endpoint active still gets its wake-up, and
-     * unpolled wake-ups would use up the receives and stall the peer's QP
-     * (receiver not ready) */
-    UCT_HIPOWER_EP_FLAG_WAKE_DUE       = UCS_BIT(17),
-    /* Receiver: a release (a grant of no slots) is out; the peer's run
-     * request will say where its messages in the run end */
-    UCT_HIPOWER_EP_FLAG_RELEASING      = UCS_BIT(18),
-    /* Receiver: in iface->pool.waiters, for a run when one comes back */
-    UCT_HIPOWER_EP_FLAG_WAITING        = UCS_BIT(19),
-    /* Sender: tx.run_req is still to be written (no room at the time) */
-    UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE    = UCS_BIT(20),
-    /* Receiver: idle and holding a run: in iface->pool.idle_holders */
-    UCT_HIPOWER_EP_FLAG_IDLE_HOLDER    = UCS_BIT(21),
-    /* Receiver: the peer wrote a frame no honest peer writes (its key
-     * matched, its length or AM id did not fit): the endpoint fails at the
-     * end of this progress call, and nothing more of the peer is read */
-    UCT_HIPOWER_EP_FLAG_BAD_FRAME      = UCS_BIT(22),
-    /* Receiver: a grant or a release is out, in iface->pool.granting */
-    UCT_HIPOWER_EP_FLAG_GRANT_OUT      = UCS_BIT(23),
-    /* connect_to_ep() done: our QP is connected to the peer's, our windows
-     * are bound to it and our receives posted. FLAG_CONNECTED follows with
-     * the hello before our first write into the peer's windows. */
-    UCT_HIPOWER_EP_FLAG_QP_UP          = UCS_BIT(24),
-    /* In iface->tx.trailing_eps: posted requests that went unsignaled
-     * since (the entry may be stale: the recall drops it) */
-    UCT_HIPOWER_EP_FLAG_TRAILING       = UCS_BIT(25),
-    /* Sender: small active messages that found no slot or no room may go
-     * into a bundle: both sides enable UCX_HIPOWER_BUNDLE and the peer
-     * asked for no alignment (hipower_ep_bundle.c) */
-    UCT_HIPOWER_EP_FLAG_BUNDLES        = UCS_BIT(26),
-    /* Sender: a bundle is open (tx.bundle): every later message of the
-     * endpoint goes into it or after it; in iface->pending_eps until it
-     * is posted */
-    UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN    = UCS_BIT(27),
-    /* Sender: pending dispatch of two or more requests runs, whose short
-     * and bcopy messages all go into the bundle, posted once at the end
-     * of the dispatch: one work request and one doorbell for the requests
-     * that waited (uct_hipower_ep_dispatch_pending()) */
-    UCT_HIPOWER_EP_FLAG_GATHER         = UCS_BIT(28),
-    /* Sender: a message did not fit what is left of the open bundle,
-     * which gathers no more: later short and bcopy messages wait for it
-     * to go (and a bcopy packer does not run for a send that is refused
-     * anyway) */
-    UCT_HIPOWER_EP_FLAG_BUNDLE_FULL    = UCS_BIT(29),
-    /* Sender: bundles of two or more messages fill a slot of the peer one
-     * after the other (tx.fill): both sides enable UCX_HIPOWER_BUNDLE_FILL
-     * (hipower_fill.h, hipower_ep_bundle.c) */
-    UCT_HIPOWER_EP_FLAG_FILL           = UCS_BIT(30)
-};
+/*
+ * The endpoint's flags: one byte for each unit that writes them. A unit
+ * sets and clears the bits of its own lane only
+ * (uct_hipower_ep_flags_set()/_clear(), which check at compile time that
+ * the bits are the lane's), so that no unit's read-modify-write touches
+ * another unit's bits; a test reads the whole word (flags.all), so that
+ * the send path's checks across units stay one load and one compare.
+ */
+typedef union uct_hipower_ep_flags {
+    uint64_t                     all;
+    struct {
+        uint8_t                  post;         /* hipower_post.c's */
+        uint8_t                  ep;           /* hipower_ep.c's */
+        uint8_t                  conn;         /* hipower_conn.c's */
+        uint8_t                  bundle;       /* hipower_ep_bundle.c's */
+        uint8_t                  rx;           /* hipower_ep_rx.c's */
+        uint8_t                  active;       /* hipower_ep_active.c's */
+        uint8_t                  grant;        /* hipower_ep_grant.c's */
+        uint8_t                  frame;        /* hipower_tx_frame.c's */
+    } by;
+} uct_hipower_ep_flags_t;
+
+/* Where a lane's bits are in flags.all */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#  define UCT_HIPOWER_EP_LANE_SHIFT(_lane) \
+    (8 * offsetof(uct_hipower_ep_flags_t, by._lane))
+#else
+#  define UCT_HIPOWER_EP_LANE_SHIFT(_lane) \
+    (8 * (7 - offsetof(uct_hipower_ep_flags_t, by._lane)))
+#endif
+
+/* Bit @a _n of lane @a _lane, as flags.all holds it */
+#define UCT_HIPOWER_EP_LANE_BIT(_lane, _n) \
+    (1ull << (UCT_HIPOWER_EP_LANE_SHIFT(_lane) + (_n)))
+
+/* @a _flags (bits of flags.all) as lane @a _lane holds them; a constant
+ * with a bit outside the lane does not compile */
+#define UCT_HIPOWER_EP_LANE_BITS(_lane, _flags) \
+    ((uint8_t)((uint64_t)(_flags) >> UCT_HIPOWER_EP_LANE_SHIFT(_lane)) + \
+     0 * sizeof(struct { \
+         int lane_bits_only : \
+             ((uint64_t)__builtin_choose_expr(__builtin_constant_p(_flags), \
+                                              (_flags), 0) & \
+              ~(0xffull << UCT_HIPOWER_EP_LANE_SHIFT(_lane))) ? -1 : 1; }))
+
+/* Sets or clears @a _flags, which must be bits of lane @a _lane */
+#define uct_hipower_ep_flags_set(_ep, _lane, _flags) \
+    ((_ep)->flags.by._lane |= UCT_HIPOWER_EP_LANE_BITS(_lane, _flags))
+#define uct_hipower_ep_flags_clear(_ep, _lane, _flags) \
+    ((_ep)->flags.by._lane &= \
+     (uint8_t)~UCT_HIPOWER_EP_LANE_BITS(_lane, _flags))
+
+
+/* hipower_post.c's lane */
+/* Usable: our QP is up and our hello to the peer is posted */
+#define UCT_HIPOWER_EP_FLAG_CONNECTED      UCT_HIPOWER_EP_LANE_BIT(post, 0)
+/* Recycle READ posted */
+#define UCT_HIPOWER_EP_FLAG_RECYCLE_READ   UCT_HIPOWER_EP_LANE_BIT(post, 1)
+/* Pull READ posted */
+#define UCT_HIPOWER_EP_FLAG_NOTIFY_READ    UCT_HIPOWER_EP_LANE_BIT(post, 2)
+/* In iface pending_eps */
+#define UCT_HIPOWER_EP_FLAG_PENDING_LISTED UCT_HIPOWER_EP_LANE_BIT(post, 3)
+/* In iface->tx.trailing_eps: posted requests that went unsignaled since
+ * (the entry may be stale: the recall drops it) */
+#define UCT_HIPOWER_EP_FLAG_TRAILING       UCT_HIPOWER_EP_LANE_BIT(post, 4)
+/* The peer's windows are known to be bound (it wrote to us, or a request
+ * of ours after our hello completed): only then does the transport send
+ * anything of its own accord (pull reads, sleep handshakes, grants,
+ * goodbye) */
+#define UCT_HIPOWER_EP_FLAG_PEER_READY     UCT_HIPOWER_EP_LANE_BIT(post, 5)
+
+/* hipower_ep.c's lane */
+#define UCT_HIPOWER_EP_FLAG_FAILED         UCT_HIPOWER_EP_LANE_BIT(ep, 0)
+/* Pending dispatch runs */
+#define UCT_HIPOWER_EP_FLAG_DISPATCHING    UCT_HIPOWER_EP_LANE_BIT(ep, 1)
+/* The peer destroyed its endpoint in order (it wrote "closed"): no more
+ * transport-initiated traffic to it, and no error for it */
+#define UCT_HIPOWER_EP_FLAG_PEER_CLOSED    UCT_HIPOWER_EP_LANE_BIT(ep, 2)
+/* flush(CANCEL) ran */
+#define UCT_HIPOWER_EP_FLAG_CANCELED       UCT_HIPOWER_EP_LANE_BIT(ep, 3)
+/* Sender: pending dispatch of two or more requests runs, whose short and
+ * bcopy messages all go into the bundle, posted once at the end of the
+ * dispatch: one work request and one doorbell for the requests that
+ * waited (uct_hipower_ep_dispatch_pending()) */
+#define UCT_HIPOWER_EP_FLAG_GATHER         UCT_HIPOWER_EP_LANE_BIT(ep, 4)
+
+/* hipower_conn.c's lane */
+/* connect_to_ep() done: our QP is connected to the peer's, our windows
+ * are bound to it and our receives posted. FLAG_CONNECTED follows with
+ * the hello before our first write into the peer's windows. */
+#define UCT_HIPOWER_EP_FLAG_QP_UP          UCT_HIPOWER_EP_LANE_BIT(conn, 0)
+/* Every message to the peer is one write that announces itself: self
+ * mode, and the peer asked for no alignment (am_short's fast path) */
+#define UCT_HIPOWER_EP_FLAG_ONE_WRITE      UCT_HIPOWER_EP_LANE_BIT(conn, 1)
+/* Sender: small active messages that found no slot or no room may go
+ * into a bundle: both sides enable UCX_HIPOWER_BUNDLE and the peer asked
+ * for no alignment (hipower_ep_bundle.c) */
+#define UCT_HIPOWER_EP_FLAG_BUNDLES        UCT_HIPOWER_EP_LANE_BIT(conn, 2)
+/* Sender: bundles of two or more messages fill a slot of the peer one
+ * after the other (tx.fill): both sides enable UCX_HIPOWER_BUNDLE_FILL
+ * (hipower_fill.h, hipower_ep_bundle.c) */
+#define UCT_HIPOWER_EP_FLAG_FILL           UCT_HIPOWER_EP_LANE_BIT(conn, 3)
+
+/* hipower_ep_bundle.c's lane */
+/* Sender: a bundle is open (tx.bundle): every later message of the
+ * endpoint goes into it or after it; in iface->pending_eps until it is
+ * posted */
+#define UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN    UCT_HIPOWER_EP_LANE_BIT(bundle, 0)
+/* Sender: a message did not fit what is left of the open bundle, which
+ * gathers no more: later short and bcopy messages wait for it to go (and
+ * a bcopy packer does not run for a send that is refused anyway) */
+#define UCT_HIPOWER_EP_FLAG_BUNDLE_FULL    UCT_HIPOWER_EP_LANE_BIT(bundle, 1)
+
+/* hipower_ep_rx.c's lane */
+/* Its receive walk runs: a handler may fail the endpoint (a flush with
+ * UCT_FLUSH_FLAG_CANCEL) or call progress again, so its runs go back to
+ * the pool only once the walk is over, and a nested progress does not
+ * walk it again (uct_hipower_ep_rx_progress()) */
+#define UCT_HIPOWER_EP_FLAG_IN_RX          UCT_HIPOWER_EP_LANE_BIT(rx, 0)
+/* Peer's first-contact wake-up still due */
+#define UCT_HIPOWER_EP_FLAG_FIRST_IMM      UCT_HIPOWER_EP_LANE_BIT(rx, 1)
+/* A message of the peer came before its first-contact wake-up was
+ * polled: that receive completion is counted in event.rx_expected */
+#define UCT_HIPOWER_EP_FLAG_IMM_DUE        UCT_HIPOWER_EP_LANE_BIT(rx, 2)
+/* Receiver: the peer wrote a frame no honest peer writes (its key
+ * matched, its length or AM id did not fit): the endpoint fails at the
+ * end of this progress call, and nothing more of the peer is read */
+#define UCT_HIPOWER_EP_FLAG_BAD_FRAME      UCT_HIPOWER_EP_LANE_BIT(rx, 3)
+
+/* hipower_ep_active.c's lane */
+/* In iface->active_eps: progress visits it (hipower_active.h) */
+#define UCT_HIPOWER_EP_FLAG_ACTIVE         UCT_HIPOWER_EP_LANE_BIT(active, 0)
+/* Handshake out */
+#define UCT_HIPOWER_EP_FLAG_DEMOTING       UCT_HIPOWER_EP_LANE_BIT(active, 1)
+/* A message or a wake-up came while the demotion handshake was out */
+#define UCT_HIPOWER_EP_FLAG_NEWS           UCT_HIPOWER_EP_LANE_BIT(active, 2)
+/* A sleep handshake (demotion or arm) told the peer a generation whose
+ * wake-up has not been polled yet: the peer's next write carries it as an
+ * immediate, which takes a receive of our QP. Progress polls the wake-up
+ * CQ while any endpoint has this, active or not: a handshake whose
+ * verdict kept the endpoint active still gets its wake-up, and unpolled
+ * wake-ups would use up the receives and stall the peer's QP (receiver
+ * not ready) */
+#define UCT_HIPOWER_EP_FLAG_WAKE_DUE       UCT_HIPOWER_EP_LANE_BIT(active, 3)
+
+/* hipower_ep_grant.c's lane */
+/* Receiver: a release (a grant of no slots) is out; the peer's run
+ * request will say where its messages in the run end */
+#define UCT_HIPOWER_EP_FLAG_RELEASING      UCT_HIPOWER_EP_LANE_BIT(grant, 0)
+/* Receiver: in iface->pool.waiters, for a run when one comes back */
+#define UCT_HIPOWER_EP_FLAG_WAITING        UCT_HIPOWER_EP_LANE_BIT(grant, 1)
+/* Sender: tx.run_req is still to be written (no room at the time) */
+#define UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE    UCT_HIPOWER_EP_LANE_BIT(grant, 2)
+/* Receiver: idle and holding a run: in iface->pool.idle_holders */
+#define UCT_HIPOWER_EP_FLAG_IDLE_HOLDER    UCT_HIPOWER_EP_LANE_BIT(grant, 3)
+/* Receiver: a grant or a release is out, in iface->pool.granting */
+#define UCT_HIPOWER_EP_FLAG_GRANT_OUT      UCT_HIPOWER_EP_LANE_BIT(grant, 4)
+
+/* hipower_tx_frame.c's lane */
+/* Pull: "ready" written */
+#define UCT_HIPOWER_EP_FLAG_HELLO_SENT     UCT_HIPOWER_EP_LANE_BIT(frame, 0)
 
 
 
@@ -152,7 +224,7 @@ typedef struct uct_hipower_ep {
     uct_hipower_window_t         ctrl_read;    /* Bitmaps the peer reads */
     uct_hipower_window_t         ctrl_write;   /* Words the peer writes */
     struct ibv_mr                *ctrl_local_mr;
-    uint32_t                     flags;
+    uct_hipower_ep_flags_t       flags;
     /* Failed in UCX's async thread: the status its error handler gets at
      * the user's next progress (uct_hipower_iface_report_failures()) */
     ucs_status_t                 err_due;
@@ -319,13 +391,13 @@ uct_hipower_ep_bundle_fits(uct_hipower_ep_t *ep, uint32_t length)
 {
     size_t max_payload = uct_hipower_ep_iface(ep)->config.max_payload;
 
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
+    if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_BUNDLE_OPEN)) {
         return length <= max_payload;
     }
     /* A bundle that fills a slot ends with its batch footer */
     return (uint64_t)ep->tx.bundle.frame.length +
            hipower_bundle_record_size(length) +
-           ((ep->flags & UCT_HIPOWER_EP_FLAG_FILL) ?
+           ((ep->flags.all & UCT_HIPOWER_EP_FLAG_FILL) ?
             HIPOWER_FILL_FOOTER_SIZE : 0) <= max_payload;
 }
 
@@ -379,14 +451,6 @@ uct_hipower_ep_fill_open(const uct_hipower_ep_t *ep)
            (ep->tx.ring.head == ep->tx.fill.seq + 1) &&
            (uct_hipower_ep_iface((uct_hipower_ep_t*)ep)->config.bundle_window
             != 0);
-}
-
-/* The peer's windows are bound: it wrote to us, or a request of ours after
- * our hello completed */
-static UCS_F_ALWAYS_INLINE void
-uct_hipower_ep_peer_ready(uct_hipower_ep_t *ep)
-{
-    ep->flags |= UCT_HIPOWER_EP_FLAG_PEER_READY;
 }
 
 /* Slots the endpoint's receive side holds: its run and a granted one */
@@ -445,11 +509,11 @@ uct_hipower_ep_rx_delivered(const uct_hipower_ep_t *ep)
 /* Whether the transport may send something of its own to the peer now */
 static UCS_F_ALWAYS_INLINE int uct_hipower_ep_may_initiate(uct_hipower_ep_t *ep)
 {
-    return (ep->flags & (UCT_HIPOWER_EP_FLAG_QP_UP |
-                         UCT_HIPOWER_EP_FLAG_PEER_READY |
-                         UCT_HIPOWER_EP_FLAG_PEER_CLOSED |
-                         UCT_HIPOWER_EP_FLAG_FAILED |
-                         UCT_HIPOWER_EP_FLAG_CANCELED)) ==
+    return (ep->flags.all & (UCT_HIPOWER_EP_FLAG_QP_UP |
+                             UCT_HIPOWER_EP_FLAG_PEER_READY |
+                             UCT_HIPOWER_EP_FLAG_PEER_CLOSED |
+                             UCT_HIPOWER_EP_FLAG_FAILED |
+                             UCT_HIPOWER_EP_FLAG_CANCELED)) ==
            (UCT_HIPOWER_EP_FLAG_QP_UP | UCT_HIPOWER_EP_FLAG_PEER_READY);
 }
 

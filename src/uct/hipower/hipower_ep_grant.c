@@ -82,7 +82,7 @@ static void uct_hipower_ep_held_changed(uct_hipower_ep_t *ep, int32_t delta)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE)) {
+    if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_ACTIVE)) {
         iface->pool.idle_held += delta;
         uct_hipower_iface_pool_update(iface);
     }
@@ -146,21 +146,21 @@ static void uct_hipower_ep_grant_out(uct_hipower_ep_t *ep, int out)
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
     if (out && (iface->config.grant_timeout != UCS_TIME_INFINITY)) {
-        ucs_assert(!(ep->flags & UCT_HIPOWER_EP_FLAG_GRANT_OUT));
+        ucs_assert(!(ep->flags.all & UCT_HIPOWER_EP_FLAG_GRANT_OUT));
         ep->rx.grant_deadline = uct_hipower_clock_now() +
                                 iface->config.grant_timeout;
         ep->rx.grant_probes   = 0;
         ucs_list_add_tail(&iface->pool.granting, &ep->rx.grant_list);
-        ep->flags |= UCT_HIPOWER_EP_FLAG_GRANT_OUT;
-    } else if (!out && (ep->flags & UCT_HIPOWER_EP_FLAG_GRANT_OUT)) {
+        uct_hipower_ep_flags_set(ep, grant, UCT_HIPOWER_EP_FLAG_GRANT_OUT);
+    } else if (!out && (ep->flags.all & UCT_HIPOWER_EP_FLAG_GRANT_OUT)) {
         /* Callers end a release after this: the flag still says */
         if ((ep->rx.grant_probes > 0) &&
-            (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING)) {
+            (ep->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING)) {
             ucs_assert(iface->pool.num_overdue > 0);
             --iface->pool.num_overdue;
         }
         ucs_list_del(&ep->rx.grant_list);
-        ep->flags &= ~UCT_HIPOWER_EP_FLAG_GRANT_OUT;
+        uct_hipower_ep_flags_clear(ep, grant, UCT_HIPOWER_EP_FLAG_GRANT_OUT);
     }
 }
 
@@ -373,7 +373,7 @@ ucs_status_t uct_hipower_ep_alloc_rx(uct_hipower_ep_t *ep)
 static int uct_hipower_ep_may_grant(uct_hipower_ep_t *ep)
 {
     return (ep->rx.granted.count == 0) &&
-           !(ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) &&
+           !(ep->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING) &&
            uct_hipower_ep_may_initiate(ep) && uct_hipower_ep_has_room(ep, 2);
 }
 
@@ -388,11 +388,11 @@ static void uct_hipower_ep_wait_end(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_WAITING) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_WAITING) {
         ucs_list_del(&ep->rx.wait_list);
-        ep->flags &= ~UCT_HIPOWER_EP_FLAG_WAITING;
+        uct_hipower_ep_flags_clear(ep, grant, UCT_HIPOWER_EP_FLAG_WAITING);
         --iface->pool.num_waiting;
-        iface->pool.num_waiting_idle -= !(ep->flags &
+        iface->pool.num_waiting_idle -= !(ep->flags.all &
                                           UCT_HIPOWER_EP_FLAG_ACTIVE);
         uct_hipower_iface_pool_update(iface);
     }
@@ -403,13 +403,13 @@ void uct_hipower_ep_idle_holder(uct_hipower_ep_t *ep, int idle)
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
     if (idle && iface->config.shared_pool && (ep->rx.ring.num_slots > 0) &&
-        !(ep->flags & (UCT_HIPOWER_EP_FLAG_RELEASING |
-                       UCT_HIPOWER_EP_FLAG_IDLE_HOLDER))) {
+        !(ep->flags.all & (UCT_HIPOWER_EP_FLAG_RELEASING |
+                           UCT_HIPOWER_EP_FLAG_IDLE_HOLDER))) {
         ucs_list_add_tail(&iface->pool.idle_holders, &ep->rx.holder_list);
-        ep->flags |= UCT_HIPOWER_EP_FLAG_IDLE_HOLDER;
-    } else if (!idle && (ep->flags & UCT_HIPOWER_EP_FLAG_IDLE_HOLDER)) {
+        uct_hipower_ep_flags_set(ep, grant, UCT_HIPOWER_EP_FLAG_IDLE_HOLDER);
+    } else if (!idle && (ep->flags.all & UCT_HIPOWER_EP_FLAG_IDLE_HOLDER)) {
         ucs_list_del(&ep->rx.holder_list);
-        ep->flags &= ~UCT_HIPOWER_EP_FLAG_IDLE_HOLDER;
+        uct_hipower_ep_flags_clear(ep, grant, UCT_HIPOWER_EP_FLAG_IDLE_HOLDER);
     }
 }
 
@@ -428,7 +428,8 @@ void uct_hipower_ep_pool_idle_held(uct_hipower_ep_t *ep, int idle)
 void uct_hipower_ep_pool_idle(uct_hipower_ep_t *ep, int idle)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
-    unsigned waiting           = !!(ep->flags & UCT_HIPOWER_EP_FLAG_WAITING);
+    unsigned waiting           = !!(ep->flags.all &
+                                    UCT_HIPOWER_EP_FLAG_WAITING);
 
     if (idle) {
         iface->pool.num_waiting_idle += waiting;
@@ -446,8 +447,8 @@ void uct_hipower_ep_rx_release_abandon(uct_hipower_ep_t *ep)
     /* Nor adopt: no deadline for a peer that closed in order (no error to
      * report) or an endpoint that failed already; its runs go at destroy */
     uct_hipower_ep_grant_out(ep, 0);
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) {
-        ep->flags &= ~UCT_HIPOWER_EP_FLAG_RELEASING;
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING) {
+        uct_hipower_ep_flags_clear(ep, grant, UCT_HIPOWER_EP_FLAG_RELEASING);
         --uct_hipower_ep_iface(ep)->pool.num_releasing;
         uct_hipower_ep_runless(ep, 0); /* It still holds its run */
     }
@@ -504,16 +505,16 @@ static void uct_hipower_ep_rx_wants_run(uct_hipower_ep_t *ep)
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
     ep->rx.wants = 1;
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_WAITING)) {
+    if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_WAITING)) {
         /* Behind those that asked before: the pool goes to them first */
         if (ucs_list_is_empty(&iface->pool.waiters)) {
             uct_hipower_ep_rx_regrant(ep);
         }
         if (ep->rx.granted.count == 0) {
             ucs_list_add_tail(&iface->pool.waiters, &ep->rx.wait_list);
-            ep->flags |= UCT_HIPOWER_EP_FLAG_WAITING;
+            uct_hipower_ep_flags_set(ep, grant, UCT_HIPOWER_EP_FLAG_WAITING);
             ++iface->pool.num_waiting;
-            iface->pool.num_waiting_idle += !(ep->flags &
+            iface->pool.num_waiting_idle += !(ep->flags.all &
                                               UCT_HIPOWER_EP_FLAG_ACTIVE);
             uct_hipower_iface_pool_update(iface);
             iface->stats.run_waits++;
@@ -543,7 +544,7 @@ static int uct_hipower_ep_rx_release(uct_hipower_ep_t *ep)
     ep->rx.granted.win.mw     = NULL;
     ep->rx.granted.first_slot = 0;
     ep->rx.granted.start      = 0;
-    ep->flags |= UCT_HIPOWER_EP_FLAG_RELEASING;
+    uct_hipower_ep_flags_set(ep, grant, UCT_HIPOWER_EP_FLAG_RELEASING);
     uct_hipower_ep_grant_out(ep, 1);
     uct_hipower_ep_runless(ep, 1);
     ++iface->pool.num_releasing;
@@ -577,7 +578,7 @@ static void uct_hipower_iface_reclaim_idle(uct_hipower_iface_t *iface)
         /* One that cannot take a release now (its peer not known to be
          * ready, no room, a grant out) stays listed, in its place: it may
          * never go idle again to be listed anew (review M3) */
-        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_READY)) {
+        if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_PEER_READY)) {
             uct_hipower_ep_rx_probe_peer(ep);
         } else {
             uct_hipower_ep_rx_release(ep);
@@ -600,11 +601,11 @@ static void uct_hipower_ep_rx_probe_peer(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
-    if ((ep->flags & (UCT_HIPOWER_EP_FLAG_QP_UP |
-                      UCT_HIPOWER_EP_FLAG_CONNECTED |
-                      UCT_HIPOWER_EP_FLAG_PEER_CLOSED |
-                      UCT_HIPOWER_EP_FLAG_FAILED |
-                      UCT_HIPOWER_EP_FLAG_CANCELED)) !=
+    if ((ep->flags.all & (UCT_HIPOWER_EP_FLAG_QP_UP |
+                          UCT_HIPOWER_EP_FLAG_CONNECTED |
+                          UCT_HIPOWER_EP_FLAG_PEER_CLOSED |
+                          UCT_HIPOWER_EP_FLAG_FAILED |
+                          UCT_HIPOWER_EP_FLAG_CANCELED)) !=
         UCT_HIPOWER_EP_FLAG_QP_UP) {
         return; /* Probed already, or nothing to probe */
     }
@@ -644,7 +645,7 @@ void uct_hipower_iface_grant_wake(uct_hipower_iface_t *iface)
  * walk, or the run request's immediate, finishes it. */
 static int uct_hipower_ep_rx_answered(uct_hipower_ep_t *ep)
 {
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING) {
         return hipower_run_req_action(*(volatile uint64_t*)&ep->ctrl->run_req,
                                       ep->rx.epoch, ep->rx.ring.num_slots,
                                       1) == HIPOWER_RUN_REQ_RELEASED;
@@ -684,7 +685,7 @@ void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface)
     ucs_list_add_tail(&iface->pool.granting, &ep->rx.grant_list);
     iface->stats.grant_timeouts++;
     if ((ep->rx.grant_probes++ == 0) &&
-        (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING)) {
+        (ep->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING)) {
         ++iface->pool.num_overdue;
     }
     if (uct_hipower_ep_rx_answered(ep)) {
@@ -694,7 +695,7 @@ void uct_hipower_iface_grant_deadline(uct_hipower_iface_t *iface)
     ucs_debug(UCT_HIPOWER_EP_FMT ": the peer did not %s within "
               "UCX_HIPOWER_GRANT_TIMEOUT=%.1fs (%u times): probing its "
               "device", UCT_HIPOWER_EP_ARG(ep),
-              (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) ?
+              (ep->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING) ?
               "give back the run it was asked to release" :
               "adopt the run it was granted",
               ucs_time_to_sec(iface->config.grant_timeout),
@@ -714,9 +715,9 @@ static void uct_hipower_ep_rx_give_back(uct_hipower_ep_t *ep)
     uct_hipower_ep_grant_out(ep, 0);
     uct_hipower_ep_idle_holder(ep, 0);
     uct_hipower_ep_held_changed(ep, -(int32_t)held);
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING) {
         /* Counted without a run already; the release is over */
-        ep->flags &= ~UCT_HIPOWER_EP_FLAG_RELEASING;
+        uct_hipower_ep_flags_clear(ep, grant, UCT_HIPOWER_EP_FLAG_RELEASING);
         --iface->pool.num_releasing;
     } else if (ep->rx.ring.num_slots > 0) {
         uct_hipower_ep_runless(ep, 1); /* Destroy counts it out */
@@ -743,7 +744,7 @@ void uct_hipower_ep_rx_peer_gone(uct_hipower_ep_t *ep)
         (uct_hipower_ep_rx_held(ep) == 0) || (ep->rx.ring.held > 0)) {
         return;
     }
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_IN_RX) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_IN_RX) {
         /* A handler of the walk failed it: the walk still reads the runs;
          * they go when it ends (uct_hipower_ep_rx_leave()) */
         return;
@@ -751,7 +752,7 @@ void uct_hipower_ep_rx_peer_gone(uct_hipower_ep_t *ep)
 
     ucs_debug(UCT_HIPOWER_EP_FMT ": the peer %s: its %u slots go back to "
               "the pool", UCT_HIPOWER_EP_ARG(ep),
-              (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ?
+              (ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED) ?
               "failed" : "closed and every message of it was delivered",
               uct_hipower_ep_rx_held(ep));
     uct_hipower_ep_wait_end(ep);
@@ -766,8 +767,8 @@ void uct_hipower_iface_serve_waiters(uct_hipower_iface_t *iface)
     iface->pool.waiters_frees = iface->arena.slots.frees;
     ucs_list_for_each_safe(ep, tmp, &iface->pool.waiters, rx.wait_list) {
         if ((ep->rx.ring.num_slots == 0) &&
-            !(ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
-                           UCT_HIPOWER_EP_FLAG_PEER_CLOSED))) {
+            !(ep->flags.all & (UCT_HIPOWER_EP_FLAG_FAILED |
+                               UCT_HIPOWER_EP_FLAG_PEER_CLOSED))) {
             ep->rx.wants = 1;
             uct_hipower_ep_rx_regrant(ep);
             if (ep->rx.granted.count == 0) {
@@ -846,8 +847,8 @@ static int uct_hipower_ep_rx_release_done(uct_hipower_ep_t *ep)
      * slot still open there is done, with the count the request says */
     ucs_memory_cpu_load_fence();
     ep->hooks->fill_close(ep, hipower_run_req_fill(req));
-    if (ep->flags & (UCT_HIPOWER_EP_FLAG_BAD_FRAME |
-                     UCT_HIPOWER_EP_FLAG_FAILED)) {
+    if (ep->flags.all & (UCT_HIPOWER_EP_FLAG_BAD_FRAME |
+                         UCT_HIPOWER_EP_FLAG_FAILED)) {
         return 0; /* Fails (or gives its runs back) at the walk's end */
     }
 
@@ -870,7 +871,7 @@ static int uct_hipower_ep_rx_release_done(uct_hipower_ep_t *ep)
     }
 
     uct_hipower_ep_rx_move(ep);
-    ep->flags &= ~UCT_HIPOWER_EP_FLAG_RELEASING;
+    uct_hipower_ep_flags_clear(ep, grant, UCT_HIPOWER_EP_FLAG_RELEASING);
     --iface->pool.num_releasing;
     /* Still counted without a run; the peer may have asked already */
     uct_hipower_ep_rx_run_req(ep);
@@ -882,15 +883,15 @@ void uct_hipower_ep_rx_run_req(uct_hipower_ep_t *ep)
     uint64_t req = *(volatile uint64_t*)&ep->ctrl->run_req;
 
     switch (hipower_run_req_action(req, ep->rx.epoch, ep->rx.ring.num_slots,
-                                   !!(ep->flags &
+                                   !!(ep->flags.all &
                                       UCT_HIPOWER_EP_FLAG_RELEASING))) {
     case HIPOWER_RUN_REQ_RELEASED:
         uct_hipower_ep_rx_release_done(ep);
         break;
     case HIPOWER_RUN_REQ_WANTS:
         if ((ep->rx.granted.count == 0) &&
-            !(ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
-                           UCT_HIPOWER_EP_FLAG_PEER_CLOSED))) {
+            !(ep->flags.all & (UCT_HIPOWER_EP_FLAG_FAILED |
+                               UCT_HIPOWER_EP_FLAG_PEER_CLOSED))) {
             uct_hipower_ep_rx_wants_run(ep);
         }
         break;
@@ -908,7 +909,7 @@ int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)
     uint64_t ack_word;
     int remaining;
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING) {
         return uct_hipower_ep_rx_release_done(ep);
     }
 
@@ -924,8 +925,8 @@ int uct_hipower_ep_rx_switch(uct_hipower_ep_t *ep)
                     UCS_PTR_BYTE_OFFSET(uct_hipower_ep_rx_granted_first(ep),
                                         layout->trailer_offset));
     ep->hooks->fill_close(ep, hipower_slot_ack_fill_count(ack_word));
-    if (ep->flags & (UCT_HIPOWER_EP_FLAG_BAD_FRAME |
-                     UCT_HIPOWER_EP_FLAG_FAILED)) {
+    if (ep->flags.all & (UCT_HIPOWER_EP_FLAG_BAD_FRAME |
+                         UCT_HIPOWER_EP_FLAG_FAILED)) {
         return 0; /* Fails (or gives its runs back) at the walk's end */
     }
 
@@ -1007,7 +1008,7 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
         ep->tx.run_req      = hipower_run_req_with_fill(
                                   hipower_run_req_make(epoch, old_end, 0),
                                   hipower_slot_ack_fill_count(fill_final));
-        ep->flags          |= UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE;
+        uct_hipower_ep_flags_set(ep, grant, UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE);
         iface->stats.runs_adopted++;
         uct_hipower_ep_tx_run_req(ep);
         return;
@@ -1053,7 +1054,7 @@ ucs_status_t uct_hipower_ep_tx_run_req(uct_hipower_ep_t *ep)
      * and the peer, which wrote to us, has its windows bound. Without it
      * the request stayed due, and was tried on every progress call, for
      * ever. */
-    if ((ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) ||
+    if ((ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED) ||
         (uct_hipower_ep_hello(ep) != UCS_OK) ||
         !uct_hipower_ep_has_room(ep, 1)) {
         return UCS_ERR_NO_RESOURCE; /* Progress or the next send tries again */
@@ -1074,7 +1075,7 @@ ucs_status_t uct_hipower_ep_tx_run_req(uct_hipower_ep_t *ep)
     }
 
     uct_hipower_ep_wakeup_posted(ep, sleep_gen);
-    ep->flags &= ~UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE;
+    uct_hipower_ep_flags_clear(ep, grant, UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE);
     uct_hipower_ep_iface(ep)->stats.rdma_writes++;
     uct_hipower_ep_iface(ep)->stats.run_reqs++;
     return UCS_OK;
@@ -1090,16 +1091,16 @@ void uct_hipower_ep_tx_ask(uct_hipower_ep_t *ep)
 
     if (req != ep->tx.run_req) {
         ep->tx.run_req  = req; /* Once per epoch */
-        ep->flags      |= UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE;
+        uct_hipower_ep_flags_set(ep, grant, UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE);
     }
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_RUN_REQ_DUE) {
         uct_hipower_ep_tx_run_req(ep);
     }
 }
 
 void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep)
 {
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) {
+    if (ucs_unlikely(ep->flags.all & UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) {
         /* A peer that closed its endpoint releases nothing more, and no READ
          * goes to it: a request of the user's must be out to fail and say
          * so (the probe of uct_ep_check(), if none is), or a sender waiting
@@ -1110,7 +1111,7 @@ void uct_hipower_ep_slots_wanted(uct_hipower_ep_t *ep)
 
     if (ucs_unlikely(ep->tx.ring.num_slots == 0)) {
         /* No run at the peer (hipower_ep_grant.c): ask for one */
-        if (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) {
+        if (ep->flags.all & UCT_HIPOWER_EP_FLAG_CONNECTED) {
             uct_hipower_ep_tx_ask(ep);
         }
         return;

@@ -111,9 +111,9 @@ uct_hipower_ep_deliver_copy(uct_hipower_iface_t *iface, void *elem,
 static UCS_F_NOINLINE void uct_hipower_ep_rx_first_contact(uct_hipower_ep_t *ep)
 {
     uct_hipower_ep_peer_ready(ep);
-    if ((ep->flags & UCT_HIPOWER_EP_FLAG_FIRST_IMM) &&
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_IMM_DUE)) {
-        ep->flags |= UCT_HIPOWER_EP_FLAG_IMM_DUE;
+    if ((ep->flags.all & UCT_HIPOWER_EP_FLAG_FIRST_IMM) &&
+        !(ep->flags.all & UCT_HIPOWER_EP_FLAG_IMM_DUE)) {
+        uct_hipower_ep_flags_set(ep, rx, UCT_HIPOWER_EP_FLAG_IMM_DUE);
         ++uct_hipower_ep_iface(ep)->event.rx_expected;
     }
 }
@@ -123,9 +123,9 @@ static UCS_F_NOINLINE void uct_hipower_ep_rx_first_contact(uct_hipower_ep_t *ep)
 static UCS_F_ALWAYS_INLINE int
 uct_hipower_ep_rx_first_contact_due(const uct_hipower_ep_t *ep)
 {
-    uint32_t flags = ep->flags & (UCT_HIPOWER_EP_FLAG_PEER_READY |
-                                  UCT_HIPOWER_EP_FLAG_FIRST_IMM |
-                                  UCT_HIPOWER_EP_FLAG_IMM_DUE);
+    uint64_t flags = ep->flags.all & (UCT_HIPOWER_EP_FLAG_PEER_READY |
+                                      UCT_HIPOWER_EP_FLAG_FIRST_IMM |
+                                      UCT_HIPOWER_EP_FLAG_IMM_DUE);
 
     return (flags != UCT_HIPOWER_EP_FLAG_PEER_READY) &&
            (flags != (UCT_HIPOWER_EP_FLAG_PEER_READY |
@@ -179,7 +179,7 @@ uct_hipower_ep_rx_bad_slot(uct_hipower_ep_t *ep, hipower_slot_trailer_t trailer,
               "%s; a broken or hostile peer, the endpoint fails",
               UCT_HIPOWER_EP_ARG(ep), seq, slot, reason);
     iface->stats.bad_slots++;
-    ep->flags |= UCT_HIPOWER_EP_FLAG_BAD_FRAME;
+    uct_hipower_ep_flags_set(ep, rx, UCT_HIPOWER_EP_FLAG_BAD_FRAME);
 }
 
 /*
@@ -249,7 +249,7 @@ uct_hipower_ep_rx_bundle_common(uct_hipower_ep_t *ep, const void *frame,
                   UCT_HIPOWER_EP_ARG(ep), length, slot, seq,
                   hipower_bundle_status_str(status), count);
         iface->stats.bad_slots++;
-        ep->flags |= UCT_HIPOWER_EP_FLAG_BAD_FRAME;
+        uct_hipower_ep_flags_set(ep, rx, UCT_HIPOWER_EP_FLAG_BAD_FRAME);
     }
     return count;
 }
@@ -330,7 +330,7 @@ uct_hipower_ep_rx_fill_walk(uct_hipower_ep_t *ep, char *slot_base,
         ep->rx.fill.done += size;
         ++ep->rx.fill.walked;
         ++ep->rx.fill.extra;
-        if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
+        if (ucs_unlikely(ep->flags.all & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
             *count_p += count;
             return HIPOWER_FILL_END;
         }
@@ -345,7 +345,7 @@ uct_hipower_ep_rx_fill_walk(uct_hipower_ep_t *ep, char *slot_base,
                   UCT_HIPOWER_EP_ARG(ep), slot, seq, ep->rx.fill.walked,
                   batches, ep->rx.fill.done, hipower_fill_status_str(status));
         iface->stats.bad_slots++;
-        ep->flags |= UCT_HIPOWER_EP_FLAG_BAD_FRAME;
+        uct_hipower_ep_flags_set(ep, rx, UCT_HIPOWER_EP_FLAG_BAD_FRAME);
     }
     return status;
 }
@@ -417,7 +417,7 @@ uct_hipower_ep_rx_fill(uct_hipower_ep_t *ep, char *slot_base, uint32_t seq,
          HIPOWER_FILL_BEHIND)) {
         return 0;
     }
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
+    if (ucs_unlikely(ep->flags.all & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
         goto done;
     }
     /* What ends it says its count: its next frame if one came (a move to
@@ -444,7 +444,7 @@ uct_hipower_ep_rx_fill(uct_hipower_ep_t *ep, char *slot_base, uint32_t seq,
                       "endpoint fails", UCT_HIPOWER_EP_ARG(ep), slot, seq,
                       final, ep->rx.fill.walked);
             uct_hipower_ep_iface(ep)->stats.bad_slots++;
-            ep->flags |= UCT_HIPOWER_EP_FLAG_BAD_FRAME;
+            uct_hipower_ep_flags_set(ep, rx, UCT_HIPOWER_EP_FLAG_BAD_FRAME);
         } else {
             (void)uct_hipower_ep_rx_fill_walk(ep, slot_base, final, seq,
                                               slot, hold, count_p);
@@ -543,7 +543,7 @@ unsigned uct_hipower_ep_rx_fill_close(uct_hipower_ep_t *ep, uint32_t final)
 
 void uct_hipower_ep_rx_failed(uct_hipower_ep_t *ep)
 {
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+    if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED)) {
         /* A frame no honest peer writes: the endpoint fails now that the
          * walk no longer uses its ring */
         uct_hipower_ep_fail(ep, UCS_ERR_IO_ERROR);
@@ -626,7 +626,7 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
             }
             hipower_rx_ring_advance(ring);
             hipower_rx_ring_release(ring, slot);
-            if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
+            if (ucs_unlikely(ep->flags.all & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
                 return i + 1 + fill_count; /* Nothing more of this peer */
             }
             continue;
@@ -664,7 +664,7 @@ uct_hipower_ep_rx_progress_common(uct_hipower_ep_t *ep, int self, int hold)
                 ucs_mpool_put_inline(elem);
             }
             hipower_rx_ring_release(ring, slot);
-            if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
+            if (ucs_unlikely(ep->flags.all & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
                 return i + 1; /* Nothing more of this peer */
             }
             continue;
@@ -784,7 +784,7 @@ static unsigned uct_hipower_ep_rx_progress_self(uct_hipower_ep_t *ep)
                                      length,
                                      slot_base + layout.trailer_offset,
                                      seq + i, slot, 0);
-            if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
+            if (ucs_unlikely(ep->flags.all & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
                 hipower_rx_ring_consume(ring, slot);
                 ++i; /* Nothing more of this peer */
                 break;
@@ -797,7 +797,7 @@ static unsigned uct_hipower_ep_rx_progress_self(uct_hipower_ep_t *ep)
                 break; /* Open: the ring stays at it */
             }
             --iface->stats.rx_msgs;
-            if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
+            if (ucs_unlikely(ep->flags.all & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
                 hipower_rx_ring_consume(ring, slot);
                 ++i; /* Nothing more of this peer */
                 break;
@@ -834,7 +834,7 @@ uct_hipower_ep_rx_progress_self_mode(uct_hipower_ep_t *ep, int hold)
     if (ucs_unlikely(ep->rx.fill.done != 0)) {
         count = uct_hipower_ep_rx_fill_resume(ep, 0, 0, hold);
         if ((ep->rx.fill.done != 0) ||
-            (ep->flags & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
+            (ep->flags.all & UCT_HIPOWER_EP_FLAG_BAD_FRAME)) {
             return count;
         }
     }
@@ -858,13 +858,13 @@ uct_hipower_ep_rx_progress_runs(uct_hipower_ep_t *ep, int hold)
     /* An endpoint without a run (hipower_ep_grant.c) has no slot to look at */
     if (ucs_likely(ep->rx.ring.num_slots > 0)) {
         count = uct_hipower_ep_rx_progress_self_mode(ep, hold);
-        if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+        if (ucs_unlikely(ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED)) {
             return count; /* By a handler: no more runs for it */
         }
     }
 
     if (ucs_unlikely((ep->rx.granted.count > 0) ||
-                     (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING))) {
+                     (ep->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING))) {
         if (uct_hipower_ep_rx_switch(ep) && (ep->rx.ring.num_slots > 0)) {
             count += uct_hipower_ep_rx_progress_self_mode(ep, hold);
         }

@@ -24,10 +24,10 @@
  */
 static UCS_F_ALWAYS_INLINE int uct_hipower_ep_rx_enter(uct_hipower_ep_t *ep)
 {
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_IN_RX)) {
+    if (ucs_unlikely(ep->flags.all & UCT_HIPOWER_EP_FLAG_IN_RX)) {
         return 0;
     }
-    ep->flags |= UCT_HIPOWER_EP_FLAG_IN_RX;
+    uct_hipower_ep_flags_set(ep, rx, UCT_HIPOWER_EP_FLAG_IN_RX);
     return 1;
 }
 
@@ -36,10 +36,19 @@ static UCS_F_ALWAYS_INLINE int uct_hipower_ep_rx_enter(uct_hipower_ep_t *ep)
  * completed, or the endpoint goes and its receives are flushed */
 static UCS_F_ALWAYS_INLINE void uct_hipower_ep_rx_imm_done(uct_hipower_ep_t *ep)
 {
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_IMM_DUE) {
-        ep->flags &= ~UCT_HIPOWER_EP_FLAG_IMM_DUE;
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_IMM_DUE) {
+        uct_hipower_ep_flags_clear(ep, rx, UCT_HIPOWER_EP_FLAG_IMM_DUE);
         --uct_hipower_ep_iface(ep)->event.rx_expected;
     }
+}
+
+/* The peer's first-contact wake-up was polled: it is due no more, and
+ * counted no more if a message of the peer came before it */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_rx_first_imm_done(uct_hipower_ep_t *ep)
+{
+    uct_hipower_ep_rx_imm_done(ep);
+    uct_hipower_ep_flags_clear(ep, rx, UCT_HIPOWER_EP_FLAG_FIRST_IMM);
 }
 
 /* The end of a walk that stopped at a frame no honest peer writes, or
@@ -48,9 +57,13 @@ void uct_hipower_ep_rx_failed(uct_hipower_ep_t *ep);
 
 static UCS_F_ALWAYS_INLINE void uct_hipower_ep_rx_leave(uct_hipower_ep_t *ep)
 {
-    ep->flags &= ~UCT_HIPOWER_EP_FLAG_IN_RX;
-    if (ucs_unlikely(ep->flags & (UCT_HIPOWER_EP_FLAG_BAD_FRAME |
-                                  UCT_HIPOWER_EP_FLAG_FAILED))) {
+    /* Read before the lane's byte store: a wider load right after it
+     * would wait for the store (no store-to-load forwarding) */
+    uint64_t flags = ep->flags.all;
+
+    uct_hipower_ep_flags_clear(ep, rx, UCT_HIPOWER_EP_FLAG_IN_RX);
+    if (ucs_unlikely(flags & (UCT_HIPOWER_EP_FLAG_BAD_FRAME |
+                              UCT_HIPOWER_EP_FLAG_FAILED))) {
         uct_hipower_ep_rx_failed(ep);
     }
 }

@@ -185,12 +185,11 @@ unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
         }
 
         uct_hipower_ep_peer_ready(ep);
-        if (ep->flags & UCT_HIPOWER_EP_FLAG_FIRST_IMM) {
+        if (ep->flags.all & UCT_HIPOWER_EP_FLAG_FIRST_IMM) {
             /* The peer's first write: counted when its message came */
-            uct_hipower_ep_rx_imm_done(ep);
-            ep->flags &= ~UCT_HIPOWER_EP_FLAG_FIRST_IMM;
+            uct_hipower_ep_rx_first_imm_done(ep);
         }
-        if ((ep->flags & UCT_HIPOWER_EP_FLAG_WAKE_DUE) &&
+        if ((ep->flags.all & UCT_HIPOWER_EP_FLAG_WAKE_DUE) &&
             (wc[i].wc_flags & IBV_WC_WITH_IMM) &&
             (ntohl(wc[i].imm_data) == (uint32_t)ep->event.posted_gen)) {
             /* The wake-up of our latest handshake: none is due any more
@@ -200,14 +199,14 @@ unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
         iface->event.new_gen = 1;
         iface->stats.wakeup_events++;
         uct_hipower_ep_post_event_recvs(ep, 1);
-        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_ACTIVE)) {
+        if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_ACTIVE)) {
             uct_hipower_ep_activate(ep);
             iface->stats.promotions++;
         } else {
             uct_hipower_ep_news_woke(ep);
         }
         if (ucs_unlikely((ep->rx.ring.num_slots == 0) ||
-                         (ep->flags & UCT_HIPOWER_EP_FLAG_RELEASING))) {
+                         (ep->flags.all & UCT_HIPOWER_EP_FLAG_RELEASING))) {
             /* Its peer's run request: a run given back, or one asked for
              * (not from a handler of its walk: the walk's next
              * uct_hipower_ep_rx_switch() sees a release) */
@@ -251,8 +250,8 @@ static ucs_status_t uct_hipower_iface_arm_recv(uct_hipower_iface_t *iface)
     /* Idle endpoints need no handshake: their peers write with an
      * immediate already (hipower_active.h) */
     ucs_list_for_each(ep, &iface->active_eps, active_list) {
-        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) ||
-            (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+        if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_QP_UP) ||
+            (ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED)) {
             continue;
         }
 

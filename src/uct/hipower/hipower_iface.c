@@ -196,11 +196,11 @@ static ucs_status_t uct_hipower_iface_do_flush(uct_hipower_iface_t *iface,
     ucs_status_t status;
 
     ucs_list_for_each(ep, &iface->ep_list, list) {
-        if (ep->flags & UCT_HIPOWER_EP_FLAG_FAILED) {
+        if (ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED) {
             continue;
         }
 
-        if (!(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP)) {
+        if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_QP_UP)) {
             /* Nothing posted yet; but what waits in its pending queue for
              * the handshake (an endpoint made from an interface address)
              * is not flushed: UCP's worker flush takes UCS_OK here for

@@ -19,10 +19,10 @@ void uct_hipower_ep_add_pending_list(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
-    if (!(ep->flags & UCT_HIPOWER_EP_FLAG_PENDING_LISTED)) {
+    if (!(ep->flags.all & UCT_HIPOWER_EP_FLAG_PENDING_LISTED)) {
         UCS_ASYNC_BLOCK(iface->super.worker->async);
         ucs_list_add_tail(&iface->pending_eps, &ep->pending_list);
-        ep->flags |= UCT_HIPOWER_EP_FLAG_PENDING_LISTED;
+        uct_hipower_ep_flags_set(ep, post, UCT_HIPOWER_EP_FLAG_PENDING_LISTED);
         UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     }
 }
@@ -31,7 +31,7 @@ void uct_hipower_ep_del_pending_list(uct_hipower_ep_t *ep)
 {
     uct_hipower_iface_t *iface = uct_hipower_ep_iface(ep);
 
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_PENDING_LISTED) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_PENDING_LISTED) {
         UCS_ASYNC_BLOCK(iface->super.worker->async);
         uct_hipower_ep_unlist_pending(ep);
         UCS_ASYNC_UNBLOCK(iface->super.worker->async);
@@ -85,9 +85,9 @@ ucs_status_t uct_hipower_ep_post_nop(uct_hipower_ep_t *ep, int *cq_credits,
 
 void uct_hipower_ep_unlist_trailing(uct_hipower_ep_t *ep)
 {
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_TRAILING) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_TRAILING) {
         ucs_list_del(&ep->trailing_list);
-        ep->flags &= ~UCT_HIPOWER_EP_FLAG_TRAILING;
+        uct_hipower_ep_flags_clear(ep, post, UCT_HIPOWER_EP_FLAG_TRAILING);
     }
 }
 
@@ -124,16 +124,16 @@ ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep)
     unsigned posted;
     int ret;
 
-    if ((ep->flags & (UCT_HIPOWER_EP_FLAG_QP_UP |
-                      UCT_HIPOWER_EP_FLAG_CONNECTED |
-                      UCT_HIPOWER_EP_FLAG_FAILED)) !=
+    if ((ep->flags.all & (UCT_HIPOWER_EP_FLAG_QP_UP |
+                          UCT_HIPOWER_EP_FLAG_CONNECTED |
+                          UCT_HIPOWER_EP_FLAG_FAILED)) !=
         UCT_HIPOWER_EP_FLAG_QP_UP) {
         if (ucs_unlikely(ep->cm.state == UCT_HIPOWER_CM_IDLE)) {
             /* Made from the peer's interface address and used for the
              * first time: its handshake starts (hipower_cm.c) */
             ep->owner->start(ep);
         }
-        return (ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) ? UCS_OK :
+        return (ep->flags.all & UCT_HIPOWER_EP_FLAG_CONNECTED) ? UCS_OK :
                UCS_ERR_NO_RESOURCE;
     }
 
@@ -152,7 +152,7 @@ ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep)
         return UCS_ERR_IO_ERROR;
     }
 
-    ep->flags    |= UCT_HIPOWER_EP_FLAG_CONNECTED;
+    uct_hipower_ep_flags_set(ep, post, UCT_HIPOWER_EP_FLAG_CONNECTED);
     ep->post.hello_sn = ep->txqp.txq.sn - 1;
     iface->stats.rdma_writes++;
     return UCS_OK;
@@ -174,17 +174,18 @@ void uct_hipower_op_release(uct_hipower_tx_op_t *op)
 static uct_hipower_tx_op_t *
 uct_hipower_ep_bitmap_read_wr(uct_hipower_ep_t *ep,
                               uct_hipower_op_handler_t handler,
-                              uint32_t flag, void *local, uint32_t num_slots,
+                              uint64_t flag, void *local, uint32_t num_slots,
                               uint32_t lkey, uint64_t remote_addr,
                               struct ibv_send_wr *wr, struct ibv_sge *sge,
                               unsigned nwr)
 {
     uct_hipower_tx_op_t *op;
 
-    if ((ep->flags & flag) || !(ep->flags & UCT_HIPOWER_EP_FLAG_QP_UP) ||
-        (ep->flags & (UCT_HIPOWER_EP_FLAG_FAILED |
-                      UCT_HIPOWER_EP_FLAG_CANCELED |
-                      UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ||
+    if ((ep->flags.all & flag) ||
+        !(ep->flags.all & UCT_HIPOWER_EP_FLAG_QP_UP) ||
+        (ep->flags.all & (UCT_HIPOWER_EP_FLAG_FAILED |
+                          UCT_HIPOWER_EP_FLAG_CANCELED |
+                          UCT_HIPOWER_EP_FLAG_PEER_CLOSED)) ||
         !uct_hipower_ep_has_room(ep, nwr)) {
         return NULL;
     }
@@ -213,19 +214,19 @@ uct_hipower_ep_bitmap_read_wr(uct_hipower_ep_t *ep,
  * outstanding until its completion retires @a op */
 static void uct_hipower_ep_bitmap_read_posted(uct_hipower_ep_t *ep,
                                               uct_hipower_tx_op_t *op,
-                                              uint32_t flag)
+                                              uint64_t flag)
 {
     op->sn        = ep->txqp.txq.sn - 1;
     op->msg_count = ep->frame.msgs;
     ucs_queue_push(&ep->txqp.outstanding, &op->queue);
-    ep->flags |= flag;
+    uct_hipower_ep_flags_set(ep, post, flag);
 }
 
 /* One signaled RDMA_READ of a peer bitmap, posted alone: see
  * uct_hipower_ep_bitmap_read_wr(). Returns 1 if posted. */
 static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
                                            uct_hipower_op_handler_t handler,
-                                           uint32_t flag, void *local,
+                                           uint64_t flag, void *local,
                                            uint32_t num_slots, uint32_t lkey,
                                            uint64_t remote_addr)
 {
@@ -244,7 +245,7 @@ static int uct_hipower_ep_post_bitmap_read(uct_hipower_ep_t *ep,
         return 0;
     }
 
-    ep->flags |= flag;
+    uct_hipower_ep_flags_set(ep, post, flag);
     return 1;
 }
 
@@ -262,14 +263,15 @@ static void uct_hipower_ep_recycle_done(uct_hipower_tx_op_t *op,
     uct_hipower_ep_iface(ep)->stats.slots_recycled +=
             hipower_tx_ring_recycle(&ep->tx.ring, ep->ctrl->peer_consumed,
                                     op->u.taken_at_read);
-    ep->flags &= ~UCT_HIPOWER_EP_FLAG_RECYCLE_READ;
+    uct_hipower_ep_flags_clear(ep, post, UCT_HIPOWER_EP_FLAG_RECYCLE_READ);
 }
 
 /* A pull-mode READ of the peer's published bitmap completed */
 static void uct_hipower_ep_notify_done(uct_hipower_tx_op_t *op,
                                        uct_hipower_txqp_t *txqp)
 {
-    uct_hipower_txqp_ep(txqp)->flags &= ~UCT_HIPOWER_EP_FLAG_NOTIFY_READ;
+    uct_hipower_ep_flags_clear(uct_hipower_txqp_ep(txqp), post,
+                               UCT_HIPOWER_EP_FLAG_NOTIFY_READ);
 }
 
 /* Where the recycle READ reads: the receiver's consumed bitmap of our
@@ -322,8 +324,9 @@ void uct_hipower_ep_recycle_read_posted(uct_hipower_ep_t *ep,
 
 void uct_hipower_ep_bitmap_reads_dropped(uct_hipower_ep_t *ep)
 {
-    ep->flags &= ~(UCT_HIPOWER_EP_FLAG_RECYCLE_READ |
-                   UCT_HIPOWER_EP_FLAG_NOTIFY_READ);
+    uct_hipower_ep_flags_clear(ep, post,
+                               UCT_HIPOWER_EP_FLAG_RECYCLE_READ |
+                               UCT_HIPOWER_EP_FLAG_NOTIFY_READ);
 }
 
 /* Pull mode: the receiver reads the sender's published bitmap. Of the

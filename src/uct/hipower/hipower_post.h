@@ -40,6 +40,14 @@ static inline ucs_status_t uct_hipower_ep_probe(uct_hipower_ep_t *ep)
     return ep->hooks->check(ep);
 }
 
+/* The peer's windows are bound: it wrote to us, or a request of ours after
+ * our hello completed */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_peer_ready(uct_hipower_ep_t *ep)
+{
+    uct_hipower_ep_flags_set(ep, post, UCT_HIPOWER_EP_FLAG_PEER_READY);
+}
+
 /* Lists the endpoint for dispatch in the interface's next progress */
 void uct_hipower_ep_add_pending_list(uct_hipower_ep_t *ep);
 
@@ -51,9 +59,10 @@ void uct_hipower_ep_del_pending_list(uct_hipower_ep_t *ep);
 static UCS_F_ALWAYS_INLINE void
 uct_hipower_ep_unlist_pending(uct_hipower_ep_t *ep)
 {
-    if (ep->flags & UCT_HIPOWER_EP_FLAG_PENDING_LISTED) {
+    if (ep->flags.all & UCT_HIPOWER_EP_FLAG_PENDING_LISTED) {
         ucs_list_del(&ep->pending_list);
-        ep->flags &= ~UCT_HIPOWER_EP_FLAG_PENDING_LISTED;
+        uct_hipower_ep_flags_clear(ep, post,
+                                   UCT_HIPOWER_EP_FLAG_PENDING_LISTED);
     }
 }
 
@@ -114,9 +123,9 @@ static UCS_F_ALWAYS_INLINE void
 uct_hipower_ep_note_trailing(uct_hipower_iface_t *iface, uct_hipower_ep_t *ep)
 {
     if ((ep->txqp.txq.unsignaled > 0) &&
-        !(ep->flags & UCT_HIPOWER_EP_FLAG_TRAILING)) {
+        !(ep->flags.all & UCT_HIPOWER_EP_FLAG_TRAILING)) {
         ucs_list_add_tail(&iface->tx.trailing_eps, &ep->trailing_list);
-        ep->flags |= UCT_HIPOWER_EP_FLAG_TRAILING;
+        uct_hipower_ep_flags_set(ep, post, UCT_HIPOWER_EP_FLAG_TRAILING);
     }
 }
 
@@ -380,17 +389,17 @@ ucs_status_t uct_hipower_ep_hello(uct_hipower_ep_t *ep);
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_hipower_ep_user_check(uct_hipower_ep_t *ep)
 {
-    if (ucs_unlikely(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+    if (ucs_unlikely(ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED)) {
         return UCS_ERR_ENDPOINT_TIMEOUT;
     }
 
-    if (ucs_unlikely(!(ep->flags & UCT_HIPOWER_EP_FLAG_CONNECTED) &&
+    if (ucs_unlikely(!(ep->flags.all & UCT_HIPOWER_EP_FLAG_CONNECTED) &&
                      (uct_hipower_ep_hello(ep) != UCS_OK))) {
         return UCS_ERR_NO_RESOURCE;
     }
 
     if (ucs_unlikely(!ucs_queue_is_empty(&ep->pending_q) &&
-                     !(ep->flags & UCT_HIPOWER_EP_FLAG_DISPATCHING))) {
+                     !(ep->flags.all & UCT_HIPOWER_EP_FLAG_DISPATCHING))) {
         return UCS_ERR_NO_RESOURCE;
     }
 

@@ -103,7 +103,7 @@ void uct_hipower_tx_cq_recall(uct_hipower_iface_t *iface)
 
         iface->stats.recall_visits++;
         if (hipower_txq_has_trailing(&ep->txqp.txq) &&
-            !(ep->flags & UCT_HIPOWER_EP_FLAG_FAILED)) {
+            !(ep->flags.all & UCT_HIPOWER_EP_FLAG_FAILED)) {
             if (hipower_txq_sq_free(&ep->txqp.txq) == 0) {
                 continue; /* Full: listed until a later recall can */
             }

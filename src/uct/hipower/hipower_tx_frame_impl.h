@@ -97,7 +97,7 @@ uct_hipower_ep_send_hello(uct_hipower_ep_t *ep)
     uct_hipower_ep_word_wr(ep, &wr, &sge, &state, ep->peer.state_addr);
     status = uct_hipower_ep_post(ep, &wr, &wr, 1, 1, NULL);
     if (status == UCS_OK) {
-        ep->flags |= UCT_HIPOWER_EP_FLAG_HELLO_SENT;
+        uct_hipower_ep_flags_set(ep, frame, UCT_HIPOWER_EP_FLAG_HELLO_SENT);
         uct_hipower_ep_iface(ep)->stats.rdma_writes++;
     }
     return status;
@@ -145,7 +145,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     push = !one_write && (iface->config.notify == UCT_HIPOWER_NOTIFY_PUSH);
     if (ucs_unlikely(!one_write &&
                      (iface->config.notify == UCT_HIPOWER_NOTIFY_PULL) &&
-                     !(ep->flags & UCT_HIPOWER_EP_FLAG_HELLO_SENT))) {
+                     !(ep->flags.all & UCT_HIPOWER_EP_FLAG_HELLO_SENT))) {
         status = uct_hipower_ep_send_hello(ep);
         if (status != UCS_OK) {
             return status;
@@ -250,7 +250,7 @@ uct_hipower_ep_send_msg(uct_hipower_ep_t *ep, struct ibv_send_wr *data_wr,
     msg_last = last_wr;
     if (ucs_unlikely(hipower_tx_ring_wants_recycle(&ep->tx.ring,
                                                    ep->tx.threshold) &&
-                     !(ep->flags & UCT_HIPOWER_EP_FLAG_RECYCLE_READ))) {
+                     !(ep->flags.all & UCT_HIPOWER_EP_FLAG_RECYCLE_READ))) {
         read_op = uct_hipower_ep_recycle_read_wr(ep, &read_wr, &read_sge,
                                                  nwr + 1);
         if (read_op != NULL) {
