@@ -288,7 +288,8 @@ found:
             printf("    connection %d: flags 0x%" PRIx64 ", run of %u slots "
                    "(head %u held %u), grant of %u out (deadline %.3f s), "
                    "tx msgs %" PRIu64 "; tx run of %u slots (%u free), "
-                   "%u requests out (%u unsignaled), bundle of %u, pending %s\n", c,
+                   "%u requests out (%u unsignaled), bundle of %u, "
+                   "pending %s\n", c,
                    ep->flags.all, ep->rx.ring.num_slots,
                    ep->rx.ring.head, ep->rx.ring.held, ep->rx.granted.count,
                    (ep->flags.all & UCT_HIPOWER_EP_FLAG_GRANT_OUT) ?

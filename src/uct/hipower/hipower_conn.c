@@ -218,7 +218,7 @@ ucs_status_t uct_hipower_ep_connect_to_ep(uct_ep_h tl_ep,
 
     ep->peer.layout            = layout;
     hipower_slot_placement_init(&ep->peer.placement, &layout);
-    ep->peer.msg_wrs             = 1 + (layout.align > 1) +
+    ep->peer.msg_wrs           = 1 + (layout.align > 1) +
                                  (iface->config.notify ==
                                   UCT_HIPOWER_NOTIFY_PUSH);
     if ((iface->config.notify == UCT_HIPOWER_NOTIFY_SELF) &&

@@ -682,15 +682,15 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->flags.all           = 0;
     self->err_due             = UCS_OK;
     memset(&self->cm, 0, sizeof(self->cm));
-    self->post.fence_beat          = iface->tx.fence_beat;
-    self->post.user_end_sn      = 0;
-    self->frame.unannounced      = 0;
-    self->frame.announce_word    = 0;
-    self->peer.msg_wrs          = 3;      /* Set when connected */
+    self->post.fence_beat     = iface->tx.fence_beat;
+    self->post.user_end_sn    = 0;
+    self->frame.unannounced   = 0;
+    self->frame.announce_word = 0;
+    self->peer.msg_wrs        = 3;      /* Set when connected */
     hipower_txwin_init(&self->tx.win, 0);
     self->tx.published        = 0;
     self->tx.publish_slot     = 0;
-    self->frame.msgs             = 0;
+    self->frame.msgs          = 0;
     /* Where this connection's epochs start, the same on both sides */
     self->tx.epoch            = uct_hipower_epoch_origin();
     self->tx.ack_flags        = 0;
@@ -700,18 +700,15 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_ep_t, const uct_ep_params_t *params)
     self->rx.fill.done        = 0;
     self->rx.fill.walked      = 0;
     self->rx.fill.extra       = 0;
-    self->tx.fill.seq         = 0;
-    self->tx.fill.length      = 0;
-    self->tx.fill.count       = 0;
-    self->tx.fill.ack_flags   = 0;
+    memset(&self->tx.fill, 0, sizeof(self->tx.fill));
     /* No bcopy yet: the first one tries an open bundle, where its real
      * length is checked (UCS_CLASS_NEW does not zero the object) */
-    self->am.bcopy_hint = 0;
+    self->am.bcopy_hint       = 0;
     self->rx.granted.count    = 0;
     self->rx.granted.start    = 0;
     /* The first bitmap write always wakes the peer: it may have gone to
      * sleep before it knew we would send (see hipower_event.c) */
-    self->post.woken_gen        = UINT64_MAX;
+    self->post.woken_gen      = UINT64_MAX;
     self->event.posted_gen    = 0;
     self->event.confirmed_gen = 0;
     self->event.behind_since  = 0;
@@ -826,7 +823,7 @@ static void uct_hipower_qp_gc_free(uct_hipower_qp_gc_t *gc)
     uct_hipower_qp_destroy(&iface->verbs, gc->txqp.qp);
     uct_hipower_txqp_drop_ops(&gc->txqp, UINT64_MAX / 2);
     hipower_credits_add(&iface->tx.cq_credits, gc->reserve);
-    iface->event.rx_expected    -= gc->txqp.recvs;
+    uct_hipower_rx_expect_done(iface, gc->txqp.recvs);
     uct_hipower_md_dereg_internal(md, gc->ctrl_local_mr, "local bitmaps");
     ucs_free(gc->ctrl);
     ucs_list_del(&gc->list);
@@ -871,7 +868,7 @@ void uct_hipower_gc_rx_completion(uct_hipower_txqp_t *txqp)
 
     ucs_assert(txqp->recvs > 0);
     --txqp->recvs;
-    --gc->iface->event.rx_expected;
+    uct_hipower_rx_expect_done(gc->iface, 1);
     uct_hipower_qp_gc_check(gc);
 }
 
@@ -998,7 +995,7 @@ static void uct_hipower_ep_end_qp(uct_hipower_ep_t *ep)
     gc->in_error           = !goodbye;
     gc->reserve            = reserve;
     /* Its receives are flushed into the wake-up CQ: poll it until then */
-    iface->event.rx_expected += gc->txqp.recvs;
+    uct_hipower_rx_expect(iface, gc->txqp.recvs);
     ucs_list_add_tail(&iface->gc_list, &gc->list);
     ++iface->num_gc;
 

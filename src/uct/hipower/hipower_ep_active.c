@@ -210,7 +210,8 @@ void uct_hipower_ep_demote(uct_hipower_ep_t *ep)
     gen = hipower_gen_next(&iface->event.gen_seq);
     if (uct_hipower_ep_post_sleep(ep, gen, uct_hipower_ep_demote_done) !=
         UCS_OK) {
-        ep->event.last_news = iface->clock.now; /* No room now: try again later */
+        /* No room now: try again later */
+        ep->event.last_news = iface->clock.now;
         return;
     }
 

@@ -130,8 +130,7 @@ static ucs_status_t uct_hipower_ep_bundle_fill(uct_hipower_ep_t *ep,
         if (status != UCS_OK) {
             return status;
         }
-        ep->tx.fill.length += size;
-        ep->tx.fill.count++;
+        hipower_fill_tx_add(&ep->tx.fill, size);
         iface->stats.tx_fill_batches++;
         return UCS_OK;
     }
@@ -152,10 +151,9 @@ static ucs_status_t uct_hipower_ep_bundle_fill(uct_hipower_ep_t *ep,
 
     /* A run of one slot: the receiver moves past it at once (it cannot
      * wait for a next slot that needs this one back) */
-    ep->tx.fill.seq       = ep->tx.ring.head - 1;
-    ep->tx.fill.length    = (ep->tx.ring.num_slots > 1) ? size : 0;
-    ep->tx.fill.count     = 1;
-    ep->tx.fill.ack_flags = ack_flags & UCT_HIPOWER_FILL_ACK_KEEP;
+    hipower_fill_tx_start(&ep->tx.fill, ep->tx.ring.head - 1,
+                          (ep->tx.ring.num_slots > 1) ? size : 0,
+                          ack_flags & UCT_HIPOWER_FILL_ACK_KEEP);
     iface->stats.tx_fills++;
     return UCS_OK;
 }

@@ -139,7 +139,7 @@ typedef union uct_hipower_ep_flags {
 /* Peer's first-contact wake-up still due */
 #define UCT_HIPOWER_EP_FLAG_FIRST_IMM      UCT_HIPOWER_EP_LANE_BIT(rx, 1)
 /* A message of the peer came before its first-contact wake-up was
- * polled: that receive completion is counted in event.rx_expected */
+ * polled: that receive completion is counted in iface->rx.expected */
 #define UCT_HIPOWER_EP_FLAG_IMM_DUE        UCT_HIPOWER_EP_LANE_BIT(rx, 2)
 /* Receiver: the peer wrote a frame no honest peer writes (its key
  * matched, its length or AM id did not fit): the endpoint fails at the
@@ -293,13 +293,9 @@ typedef struct uct_hipower_ep {
             uint32_t             tick;
         } bundle;
         /* The peer's slot our bundles fill (FLAG_FILL): open while no
-         * slot was taken after it (ring.head == seq + 1) and length > 0 */
-        struct {
-            uint32_t             seq;
-            uint32_t             length;       /* Of its batches so far */
-            uint32_t             count;        /* Its batches so far */
-            uint64_t             ack_flags;    /* Its first frame's switch */
-        } fill;
+         * slot was taken after it (ring.head == seq + 1) and length > 0;
+         * changed only by hipower_fill.h's operations */
+        hipower_fill_tx_t        fill;
     } tx;
 
     struct {                                   /* hipower_post.c's */
@@ -314,7 +310,7 @@ typedef struct uct_hipower_ep {
 
     struct {                                   /* hipower_tx_frame.c's */
         uint64_t                 msgs;         /* Messages posted */
-        uint32_t                 unannounced;  /* Push: messages not announced */
+        uint32_t                 unannounced;  /* Push: not announced yet */
         uint32_t                 announce_word; /* Push: their bitmap word */
     } frame;
 

@@ -994,14 +994,14 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
     fill_final           = uct_hipower_ep_fill_final_bits(ep);
     start                = uct_hipower_seq_origin(count);
     old_end              = hipower_tx_ring_switch(&ep->tx.ring, count, start);
-    ep->tx.fill.length   = 0; /* Nothing more into the old run */
+    hipower_fill_tx_close(&ep->tx.fill); /* Nothing more into the old run */
     memset(ep->ctrl->written, 0, sizeof(ep->ctrl->written));
     hipower_ring_bitmap_at(ep->ctrl->written, count, start);
     if (count == 0) {
         /* A release: no slot to say where our messages end, so the run
          * request word says it */
-        ep->tx.slots_addr = 0;
-        ep->tx.slots_rkey = 0;
+        ep->tx.slots_addr   = 0;
+        ep->tx.slots_rkey   = 0;
         ep->tx.epoch        = epoch;
         ep->tx.threshold    = 1;
         ep->tx.ack_flags    = 0;
@@ -1013,8 +1013,8 @@ void uct_hipower_ep_tx_adopt(uct_hipower_ep_t *ep)
         uct_hipower_ep_tx_run_req(ep);
         return;
     }
-    ep->tx.slots_addr  = ep->ctrl->grant.slots_addr;
-    ep->tx.slots_rkey  = ep->ctrl->grant.rkey;
+    ep->tx.slots_addr    = ep->ctrl->grant.slots_addr;
+    ep->tx.slots_rkey    = ep->ctrl->grant.rkey;
     ep->tx.epoch         = epoch;
     ep->tx.threshold     = uct_hipower_ep_tx_threshold(iface, count);
     /* The next message, the new run's first, says where the old
@@ -1036,8 +1036,8 @@ void uct_hipower_ep_tx_first_run(uct_hipower_ep_t *ep, uint64_t addr,
     hipower_tx_ring_init(&ep->tx.ring, num_slots, ep->ctrl->written, start);
     ep->tx.publish_slot = (num_slots == 0) ? 0 :
                           hipower_ring_slot(num_slots, start);
-    ep->tx.slots_addr = addr;
-    ep->tx.slots_rkey = rkey;
+    ep->tx.slots_addr   = addr;
+    ep->tx.slots_rkey   = rkey;
     ep->tx.threshold    = uct_hipower_ep_tx_threshold(iface, num_slots);
 }
 

@@ -114,7 +114,7 @@ static UCS_F_NOINLINE void uct_hipower_ep_rx_first_contact(uct_hipower_ep_t *ep)
     if ((ep->flags.all & UCT_HIPOWER_EP_FLAG_FIRST_IMM) &&
         !(ep->flags.all & UCT_HIPOWER_EP_FLAG_IMM_DUE)) {
         uct_hipower_ep_flags_set(ep, rx, UCT_HIPOWER_EP_FLAG_IMM_DUE);
-        ++uct_hipower_ep_iface(ep)->event.rx_expected;
+        uct_hipower_rx_expect(uct_hipower_ep_iface(ep), 1);
     }
 }
 

@@ -31,6 +31,23 @@ static UCS_F_ALWAYS_INLINE int uct_hipower_ep_rx_enter(uct_hipower_ep_t *ep)
     return 1;
 }
 
+/* @a n more receive completions of the wake-up CQ are due that no sleeper
+ * waits for (a peer's write came before its first-contact wake-up was
+ * polled; a closed QP's receives are to be flushed): progress polls the
+ * CQ until they came */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_rx_expect(uct_hipower_iface_t *iface, unsigned n)
+{
+    iface->rx.expected += n;
+}
+
+/* @a n of them came, or will not come */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_rx_expect_done(uct_hipower_iface_t *iface, unsigned n)
+{
+    iface->rx.expected -= n;
+}
+
 /* The peer's first write was counted among the receive completions due
  * (UCT_HIPOWER_EP_FLAG_IMM_DUE, uct_hipower_ep_rx_first_contact()): it
  * completed, or the endpoint goes and its receives are flushed */
@@ -38,7 +55,7 @@ static UCS_F_ALWAYS_INLINE void uct_hipower_ep_rx_imm_done(uct_hipower_ep_t *ep)
 {
     if (ep->flags.all & UCT_HIPOWER_EP_FLAG_IMM_DUE) {
         uct_hipower_ep_flags_clear(ep, rx, UCT_HIPOWER_EP_FLAG_IMM_DUE);
-        --uct_hipower_ep_iface(ep)->event.rx_expected;
+        uct_hipower_rx_expect_done(uct_hipower_ep_iface(ep), 1);
     }
 }
 

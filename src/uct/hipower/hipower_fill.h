@@ -90,6 +90,45 @@ static inline int hipower_fill_fits(uint32_t used, uint32_t size,
     return (uint64_t)used + size <= max_payload;
 }
 
+/*
+ * The sender's side: the peer's slot its bundles fill. Open while no slot
+ * was taken after it (the sender's ring head is seq + 1) and length > 0;
+ * the bundle unit starts and grows it, the grant unit closes it when the
+ * run switches under it. Both change it only here.
+ */
+typedef struct hipower_fill_tx {
+    uint32_t seq;
+    uint32_t length;       /* Of its batches so far, 0: closed */
+    uint32_t count;        /* Its batches so far */
+    uint64_t ack_flags;    /* Its first frame's switch */
+} hipower_fill_tx_t;
+
+/* A slot is filled from now on: its first frame went as slot @a seq with
+ * @a length bytes (0: it can take no more) and @a ack_flags to keep */
+static inline void hipower_fill_tx_start(hipower_fill_tx_t *fill,
+                                         uint32_t seq, uint32_t length,
+                                         uint64_t ack_flags)
+{
+    fill->seq       = seq;
+    fill->length    = length;
+    fill->count     = 1;
+    fill->ack_flags = ack_flags;
+}
+
+/* One more batch of @a size bytes went into it */
+static inline void hipower_fill_tx_add(hipower_fill_tx_t *fill,
+                                       uint32_t size)
+{
+    fill->length += size;
+    fill->count++;
+}
+
+/* Nothing more goes into it */
+static inline void hipower_fill_tx_close(hipower_fill_tx_t *fill)
+{
+    fill->length = 0;
+}
+
 typedef enum {
     HIPOWER_FILL_END        = 0,  /* Every batch the trailer counts walked */
     HIPOWER_FILL_BATCH      = 1,  /* One more batch */

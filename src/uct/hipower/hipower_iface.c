@@ -283,10 +283,10 @@ uct_hipower_iface_do_progress(uct_hipower_iface_t *iface)
     }
 
     count = uct_hipower_tx_cq_poll(iface);
-    if ((iface->active.num_idle + iface->active.num_wake_due + iface->event.poll_always +
-         iface->pool.num_runless > 0) ||
+    if ((iface->active.num_idle + iface->active.num_wake_due +
+         iface->event.poll_always + iface->pool.num_runless > 0) ||
         ucs_unlikely((iface->event.gen != 0) ||
-                     (iface->event.rx_expected > 0))) {
+                     (iface->rx.expected > 0))) {
         /* An idle endpoint's peer wakes it with a write with immediate, and
          * so does the peer of one whose sleep handshake's wake-up is still
          * due (its receive must be reposted, and one that comes while the
@@ -584,8 +584,8 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     memset(&self->stats, 0, sizeof(self->stats));
     ucs_list_head_init(&self->ep_list);
     ucs_list_head_init(&self->active_eps);
-    self->active.num_idle      = 0;
-    self->active.num_wake_due  = 0;
+    self->active.num_idle     = 0;
+    self->active.num_wake_due = 0;
     self->clock.now     = uct_hipower_clock_now();
     self->clock.calls   = 0;
     ucs_list_head_init(&self->pending_eps);
@@ -593,20 +593,20 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->num_eps       = 0;
     self->num_gc        = 0;
     self->tx.fence_beat = 0;
-    self->post.starved    = 0;
-    self->bundle.num_open = 0;
-    self->bundle.hold_seen    = 0;
-    self->tx.channel      = NULL;
-    self->hold.relay_fd     = -1;
-    self->tx.armed        = 0;
-    self->tx.post_due     = 0;
-    self->tx.user_armed   = 0;
-    self->hold.flush_async  = 0;
-    self->tx.in_progress  = 0;
-    self->hold.tick    = 0;
-    self->tx.hold_ops     = 0;
-    self->tx.failures_due = 0;
-    self->tx.hold_posting = 0;
+    self->post.starved     = 0;
+    self->bundle.num_open  = 0;
+    self->bundle.hold_seen = 0;
+    self->tx.channel       = NULL;
+    self->hold.relay_fd    = -1;
+    self->tx.armed         = 0;
+    self->tx.post_due      = 0;
+    self->tx.user_armed    = 0;
+    self->hold.flush_async = 0;
+    self->tx.in_progress   = 0;
+    self->hold.tick        = 0;
+    self->tx.hold_ops      = 0;
+    self->tx.failures_due  = 0;
+    self->tx.hold_posting  = 0;
     ucs_list_head_init(&self->tx.trailing_eps);
     self->async_seq     = uct_hipower_md_async_seq(&md->async);
     kh_init_inplace(uct_hipower_qp_ep, &self->qp_eps);
@@ -801,7 +801,7 @@ static UCS_CLASS_INIT_FUNC(uct_hipower_iface_t, uct_md_h tl_md,
     self->event.epfd        = -1;
     self->event.gen         = 0;
     self->event.gen_seq     = 0;
-    self->event.rx_expected = 0;
+    self->rx.expected       = 0;
     self->event.poll_always = (self->config.notify ==
                                UCT_HIPOWER_NOTIFY_PULL);
     /* The send CQ's own channel: UCX's async thread watches it for the

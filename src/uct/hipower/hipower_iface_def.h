@@ -195,9 +195,9 @@ typedef struct uct_hipower_iface {
         /* Endpoints whose last requests may be unsignaled: what a
          * recall looks at (uct_hipower_ep_note_trailing()) */
         ucs_list_link_t          trailing_eps;
-        /* The bundle window's hold timer (hipower_ep_hold.c); hold_ops, endpoint
-         * operations running, and hold_posting, the timer at work: the
-         * two marks by which they keep out of each other's way */
+        /* The bundle window's hold timer (hipower_ep_hold.c); hold_ops,
+         * endpoint operations running, and hold_posting, the timer at
+         * work: the two marks by which they keep out of each other's way */
         uct_hipower_timer_t      hold_timer;
         unsigned                 hold_ops;
         int                      hold_posting;
@@ -260,6 +260,10 @@ typedef struct uct_hipower_iface {
         ucs_mpool_t              mp;
         size_t                   payload_offset; /* Data in an element */
         uct_recv_desc_t          release_desc;
+        /* Receive completions of the wake-up CQ due that no sleeper waits
+         * for: progress polls it while there are (changed through
+         * hipower_ep_rx.h's uct_hipower_rx_expect()/_done() only) */
+        unsigned                 expected;
     } rx;
 
     struct {
@@ -337,8 +341,6 @@ typedef struct uct_hipower_iface {
         uint64_t                 gen_seq;      /* Every handshake's generation
                                                   (hipower_gen_next()) */
         int                      new_gen;      /* Next arm starts a new one */
-        unsigned                 rx_expected;  /* Receive completions due that
-                                                  no sleeper waits for */
         unsigned                 poll_always;  /* Pull mode: 1, rx_cq polled
                                                   in every progress call */
     } event;

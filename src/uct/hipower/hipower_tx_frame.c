@@ -35,7 +35,8 @@ ucs_status_t uct_hipower_ep_announce(uct_hipower_ep_t *ep)
         return UCS_ERR_NO_RESOURCE;
     }
 
-    sleep_gen = uct_hipower_ep_bitmap_wr(ep, ep->frame.announce_word, &wr, &sge);
+    sleep_gen = uct_hipower_ep_bitmap_wr(ep, ep->frame.announce_word, &wr,
+                                         &sge);
     status    = uct_hipower_ep_post(ep, &wr, &wr, 1, 0, NULL);
     if (status == UCS_OK) {
         uct_hipower_ep_wakeup_posted(ep, sleep_gen);
