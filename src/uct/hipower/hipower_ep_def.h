@@ -23,7 +23,10 @@
  * (uct_hipower_ep_flags_set()/_clear(), which check at compile time that
  * the bits are the lane's), so that no unit's read-modify-write touches
  * another unit's bits; a test reads the whole word (flags.all), so that
- * the send path's checks across units stay one load and one compare.
+ * the send path's checks across units stay one load and one compare. The
+ * lanes that the per-message tests combine (post, ep, conn and rx; the
+ * send path's bundle bits aside) are the low 32 bits, where a mask is an
+ * instruction's immediate (x86-64 has no 64-bit one but in a register).
  */
 typedef union uct_hipower_ep_flags {
     uint64_t                     all;
@@ -31,8 +34,8 @@ typedef union uct_hipower_ep_flags {
         uint8_t                  post;         /* hipower_post.c's */
         uint8_t                  ep;           /* hipower_ep.c's */
         uint8_t                  conn;         /* hipower_conn.c's */
-        uint8_t                  bundle;       /* hipower_ep_bundle.c's */
         uint8_t                  rx;           /* hipower_ep_rx.c's */
+        uint8_t                  bundle;       /* hipower_ep_bundle.c's */
         uint8_t                  active;       /* hipower_ep_active.c's */
         uint8_t                  grant;        /* hipower_ep_grant.c's */
         uint8_t                  frame;        /* hipower_tx_frame.c's */
@@ -82,11 +85,6 @@ typedef union uct_hipower_ep_flags {
 /* In iface->tx.trailing_eps: posted requests that went unsignaled since
  * (the entry may be stale: the recall drops it) */
 #define UCT_HIPOWER_EP_FLAG_TRAILING       UCT_HIPOWER_EP_LANE_BIT(post, 4)
-/* The peer's windows are known to be bound (it wrote to us, or a request
- * of ours after our hello completed): only then does the transport send
- * anything of its own accord (pull reads, sleep handshakes, grants,
- * goodbye) */
-#define UCT_HIPOWER_EP_FLAG_PEER_READY     UCT_HIPOWER_EP_LANE_BIT(post, 5)
 
 /* hipower_ep.c's lane */
 #define UCT_HIPOWER_EP_FLAG_FAILED         UCT_HIPOWER_EP_LANE_BIT(ep, 0)
@@ -145,6 +143,12 @@ typedef union uct_hipower_ep_flags {
  * matched, its length or AM id did not fit): the endpoint fails at the
  * end of this progress call, and nothing more of the peer is read */
 #define UCT_HIPOWER_EP_FLAG_BAD_FRAME      UCT_HIPOWER_EP_LANE_BIT(rx, 3)
+/* The peer's windows are known to be bound (it wrote to us, or a request
+ * of ours after our hello completed): only then does the transport send
+ * anything of its own accord (pull reads, sleep handshakes, grants,
+ * goodbye). In the receive lane, with the first contact's marks, which
+ * the receive walk tests with it for every message */
+#define UCT_HIPOWER_EP_FLAG_PEER_READY     UCT_HIPOWER_EP_LANE_BIT(rx, 4)
 
 /* hipower_ep_active.c's lane */
 /* In iface->active_eps: progress visits it (hipower_active.h) */

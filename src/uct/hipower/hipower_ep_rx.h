@@ -31,6 +31,14 @@ static UCS_F_ALWAYS_INLINE int uct_hipower_ep_rx_enter(uct_hipower_ep_t *ep)
     return 1;
 }
 
+/* The peer's windows are bound: it wrote to us, or a request of ours after
+ * our hello completed */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_ep_peer_ready(uct_hipower_ep_t *ep)
+{
+    uct_hipower_ep_flags_set(ep, rx, UCT_HIPOWER_EP_FLAG_PEER_READY);
+}
+
 /* @a n more receive completions of the wake-up CQ are due that no sleeper
  * waits for (a peer's write came before its first-contact wake-up was
  * polled; a closed QP's receives are to be flushed): progress polls the

@@ -40,14 +40,6 @@ static inline ucs_status_t uct_hipower_ep_probe(uct_hipower_ep_t *ep)
     return ep->hooks->check(ep);
 }
 
-/* The peer's windows are bound: it wrote to us, or a request of ours after
- * our hello completed */
-static UCS_F_ALWAYS_INLINE void
-uct_hipower_ep_peer_ready(uct_hipower_ep_t *ep)
-{
-    uct_hipower_ep_flags_set(ep, post, UCT_HIPOWER_EP_FLAG_PEER_READY);
-}
-
 /* Lists the endpoint for dispatch in the interface's next progress */
 void uct_hipower_ep_add_pending_list(uct_hipower_ep_t *ep);
 
