@@ -25,8 +25,9 @@
  * another unit's bits; a test reads the whole word (flags.all), so that
  * the send path's checks across units stay one load and one compare. The
  * lanes that the per-message tests combine (post, ep, conn and rx; the
- * send path's bundle bits aside) are the low 32 bits, where a mask is an
- * instruction's immediate (x86-64 has no 64-bit one but in a register).
+ * send path's bundle bits aside) are the low 32 bits, where a mask fits
+ * an instruction's immediate (on x86-64 a wider one is first loaded into
+ * a register).
  */
 typedef union uct_hipower_ep_flags {
     uint64_t                     all;
