@@ -40,8 +40,10 @@ static void uct_hipower_tx_cq_wc(uct_hipower_iface_t *iface,
 
 /* The completions set aside (uct_hipower_cq_stash_wc()), in their
  * order. A callback may set more aside: they go to a new array, handed out
- * by the next poll. */
-static unsigned uct_hipower_tx_cq_unstash(uct_hipower_iface_t *iface)
+ * by the next poll. Not inlined: the stash's address would hold a
+ * callee-saved register, pushed and popped by every poll of an empty CQ. */
+static UCS_F_NOINLINE unsigned
+uct_hipower_tx_cq_unstash(uct_hipower_iface_t *iface)
 {
     struct ibv_wc *wcs;
     unsigned i, size, count;
