@@ -17,6 +17,7 @@
 #include "hipower_grant.h"
 #include "hipower_verbs.h"
 #include "hipower_conn.h"
+#include "hipower_ep_active.h"
 
 #include <ucs/arch/bitops.h>
 #include <ucs/async/async.h>
@@ -866,8 +867,7 @@ void uct_hipower_gc_rx_completion(uct_hipower_txqp_t *txqp)
 {
     uct_hipower_qp_gc_t *gc = ucs_container_of(txqp, uct_hipower_qp_gc_t, txqp);
 
-    ucs_assert(txqp->recvs > 0);
-    --txqp->recvs;
+    uct_hipower_txqp_recv_done(txqp);
     uct_hipower_rx_expect_done(gc->iface, 1);
     uct_hipower_qp_gc_check(gc);
 }

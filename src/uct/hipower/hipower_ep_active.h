@@ -28,4 +28,14 @@ static UCS_F_ALWAYS_INLINE void uct_hipower_ep_news_woke(uct_hipower_ep_t *ep)
     uct_hipower_ep_flags_set(ep, active, UCT_HIPOWER_EP_FLAG_NEWS);
 }
 
+/* A wake-up receive posted by uct_hipower_ep_post_event_recvs() completed,
+ * consumed or flushed: one fewer on the QP, alive or in the gc (which
+ * waits for none to be left before it destroys the QP) */
+static UCS_F_ALWAYS_INLINE void
+uct_hipower_txqp_recv_done(uct_hipower_txqp_t *txqp)
+{
+    ucs_assert(txqp->recvs > 0);
+    --txqp->recvs;
+}
+
 #endif

@@ -178,7 +178,7 @@ unsigned uct_hipower_iface_progress_events(uct_hipower_iface_t *iface)
         }
 
         ep = uct_hipower_txqp_ep(txqp);
-        --txqp->recvs;
+        uct_hipower_txqp_recv_done(txqp);
         if (wc[i].status != IBV_WC_SUCCESS) {
             /* Flushed by a failed QP: the send side reports */
             continue;
