@@ -8,8 +8,8 @@
 
 /*
  * The active set's marks of an endpoint (hipower_ep_active.c decides on
- * them: demotion, its handshake), inline where progress and the wake-up
- * events set them.
+ * them: demotion, its handshake), and the count of its wake-up receives,
+ * inline where progress and the wake-up events change them.
  */
 
 /* The endpoint had news (progress delivered or completed something): it
